@@ -1,0 +1,3 @@
+module github.com/meshpilot/meshpilot
+
+go 1.26.0

@@ -1,0 +1,64 @@
+package model
+
+// ServiceDiscovery answers questions about the services a registry knows.
+// Implementations are safe for concurrent use; what they return is
+// immutable and may be kept.
+type ServiceDiscovery interface {
+	// Services lists every service, ordered by hostname.
+	Services() []*Service
+	// GetService returns the service with that hostname, or nil.
+	GetService(hostname Hostname) *Service
+	// Endpoints returns the endpoints that serve the given service port
+	// (by port number) and whose labels match selector (nil: all), in a
+	// stable order.
+	Endpoints(hostname Hostname, port int32, selector Labels) []*Endpoint
+	// WorkloadByIP returns the workload that holds the IP, or nil.
+	WorkloadByIP(ip string) *Workload
+}
+
+// EventKind says what changed.
+type EventKind int
+
+const (
+	// ServiceChanged: a service was added or its definition changed. Its
+	// endpoints may have changed too.
+	ServiceChanged EventKind = iota
+	// EndpointsChanged: only the endpoints of the service changed.
+	EndpointsChanged
+	// ServiceDeleted: the service and its endpoints are gone.
+	ServiceDeleted
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case ServiceChanged:
+		return "ServiceChanged"
+	case EndpointsChanged:
+		return "EndpointsChanged"
+	case ServiceDeleted:
+		return "ServiceDeleted"
+	}
+	return "Unknown"
+}
+
+// Event tells a handler that something about one service changed.
+type Event struct {
+	Kind      EventKind
+	Hostname  Hostname
+	Namespace string
+}
+
+// EventHandler receives change events. It is called from the registry's
+// goroutines, after the change is visible through ServiceDiscovery, and
+// must not block for long.
+type EventHandler func(Event)
+
+// Controller is a registry that runs: it fills a ServiceDiscovery from a
+// source and reports changes.
+type Controller interface {
+	ServiceDiscovery
+	// AppendEventHandler adds a handler; call it before Run.
+	AppendEventHandler(EventHandler)
+	// HasSynced reports whether the first complete model is built.
+	HasSynced() bool
+}

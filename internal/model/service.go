@@ -1,0 +1,244 @@
+// Package model is meshpilot's platform-neutral service model: services,
+// their ports and protocols, and the endpoints behind them. Registries
+// (Kubernetes, files) write it; the xDS layer reads it. It imports neither
+// Kubernetes nor Envoy types.
+//
+// Values handed out by the model (*Service, *Endpoint, *Workload) are
+// immutable snapshots: a change replaces them, it never mutates them, so
+// readers on any goroutine may keep and share them without locking.
+package model
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Hostname is a service's fully qualified name, for example
+// "reviews.default.svc.cluster.local".
+type Hostname string
+
+// Protocol is the application protocol of a service port, named as Istio
+// names it.
+type Protocol string
+
+// The protocols a port may carry. Unsupported means "not known; detect it".
+const (
+	HTTP        Protocol = "HTTP"
+	HTTP2       Protocol = "HTTP2"
+	HTTPS       Protocol = "HTTPS"
+	GRPC        Protocol = "GRPC"
+	GRPCWeb     Protocol = "GRPC-Web"
+	TCP         Protocol = "TCP"
+	TLS         Protocol = "TLS"
+	Mongo       Protocol = "Mongo"
+	MySQL       Protocol = "MySQL"
+	Redis       Protocol = "Redis"
+	UDP         Protocol = "UDP"
+	HTTPProxy   Protocol = "HTTP_PROXY"
+	Unsupported Protocol = "UnsupportedProtocol"
+)
+
+// IsHTTP reports whether the protocol is carried over HTTP (1.1 or 2),
+// which is what gRPC clients and Envoy's HTTP connection manager need.
+func (p Protocol) IsHTTP() bool {
+	switch p {
+	case HTTP, HTTP2, GRPC, GRPCWeb, HTTPProxy:
+		return true
+	}
+	return false
+}
+
+// Resolution says how a client reaches a service's endpoints.
+type Resolution int
+
+const (
+	// ClientSideLB: the client picks among the service's endpoints.
+	ClientSideLB Resolution = iota
+	// Passthrough: a headless service; the client connects to the address
+	// it was given, endpoints are still known.
+	Passthrough
+	// DNSAlias: an ExternalName service, a DNS alias for another name.
+	DNSAlias
+)
+
+func (r Resolution) String() string {
+	switch r {
+	case ClientSideLB:
+		return "ClientSideLB"
+	case Passthrough:
+		return "Passthrough"
+	case DNSAlias:
+		return "DNSAlias"
+	}
+	return "Unknown"
+}
+
+// MarshalText lets Resolution appear by name in JSON (debug endpoints).
+func (r Resolution) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Port is one port of a service.
+type Port struct {
+	Name string `json:"name,omitempty"`
+	// Port is the port clients connect to.
+	Port int32 `json:"port"`
+	// TargetPort is the workload's port when given as a number, else 0 and
+	// TargetPortName names the container port.
+	TargetPort     int32    `json:"targetPort,omitempty"`
+	TargetPortName string   `json:"targetPortName,omitempty"`
+	Protocol       Protocol `json:"protocol"`
+}
+
+// Service is one service of the mesh.
+type Service struct {
+	Hostname  Hostname `json:"hostname"`
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace"`
+	Ports     []Port   `json:"ports,omitempty"`
+	// Resolution is ClientSideLB for ordinary services, Passthrough for
+	// headless ones, DNSAlias for ExternalName.
+	Resolution Resolution `json:"resolution"`
+	// ClusterIPs holds the virtual IPs (one per IP family); empty when
+	// headless or ExternalName.
+	ClusterIPs []string `json:"clusterIPs,omitempty"`
+	// ExternalName is the DNS name a DNSAlias service points to.
+	ExternalName string            `json:"externalName,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+}
+
+// PortByNumber returns the service port with that number.
+func (s *Service) PortByNumber(port int32) (Port, bool) {
+	for _, p := range s.Ports {
+		if p.Port == port {
+			return p, true
+		}
+	}
+	return Port{}, false
+}
+
+// Equal reports whether two services carry the same content.
+func (s *Service) Equal(o *Service) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return s.Hostname == o.Hostname && s.Name == o.Name && s.Namespace == o.Namespace &&
+		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
+		slices.Equal(s.ClusterIPs, o.ClusterIPs) && s.ExternalName == o.ExternalName &&
+		maps.Equal(s.Labels, o.Labels)
+}
+
+// Locality is where a workload runs.
+type Locality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	Subzone string `json:"subzone,omitempty"`
+}
+
+// String is Istio's form, "region/zone/subzone".
+func (l Locality) String() string {
+	if l == (Locality{}) {
+		return ""
+	}
+	return l.Region + "/" + l.Zone + "/" + l.Subzone
+}
+
+// ParseLocality reads "region/zone/subzone" or Istio's label form
+// "region.zone.subzone"; missing parts stay empty.
+func ParseLocality(s string) Locality {
+	sep := "/"
+	if !strings.Contains(s, "/") {
+		sep = "."
+	}
+	parts := strings.SplitN(s, sep, 3)
+	var l Locality
+	if len(parts) > 0 {
+		l.Region = parts[0]
+	}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.Subzone = parts[2]
+	}
+	return l
+}
+
+// Health is an endpoint's health as a client should treat it.
+type Health int
+
+const (
+	// Healthy endpoints receive traffic.
+	Healthy Health = iota
+	// Draining endpoints are terminating but still serving: no new traffic.
+	Draining
+	// Unhealthy endpoints receive no traffic.
+	Unhealthy
+)
+
+func (h Health) String() string {
+	switch h {
+	case Healthy:
+		return "HEALTHY"
+	case Draining:
+		return "DRAINING"
+	case Unhealthy:
+		return "UNHEALTHY"
+	}
+	return "UNKNOWN"
+}
+
+// MarshalText lets Health appear by name in JSON.
+func (h Health) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// Endpoint is one address and port serving one port of a service.
+type Endpoint struct {
+	Address string `json:"address"`
+	// Port is the workload port that serves ServicePort.
+	Port uint32 `json:"port"`
+	// ServicePortName names the service port this endpoint serves.
+	ServicePortName string            `json:"servicePortName,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Locality        Locality          `json:"locality"`
+	Health          Health            `json:"health"`
+	Namespace       string            `json:"namespace,omitempty"`
+	PodName         string            `json:"podName,omitempty"`
+	NodeName        string            `json:"nodeName,omitempty"`
+	ServiceAccount  string            `json:"serviceAccount,omitempty"`
+}
+
+// Equal reports whether two endpoints carry the same content.
+func (e *Endpoint) Equal(o *Endpoint) bool {
+	if e == nil || o == nil {
+		return e == o
+	}
+	return e.Address == o.Address && e.Port == o.Port && e.ServicePortName == o.ServicePortName &&
+		maps.Equal(e.Labels, o.Labels) && e.Locality == o.Locality && e.Health == o.Health &&
+		e.Namespace == o.Namespace && e.PodName == o.PodName && e.NodeName == o.NodeName &&
+		e.ServiceAccount == o.ServiceAccount
+}
+
+// Workload is what runs behind an IP address (a Kubernetes Pod).
+type Workload struct {
+	Name           string            `json:"name"`
+	Namespace      string            `json:"namespace"`
+	Addresses      []string          `json:"addresses"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Locality       Locality          `json:"locality"`
+	NodeName       string            `json:"nodeName,omitempty"`
+	ServiceAccount string            `json:"serviceAccount,omitempty"`
+}
+
+// Labels is a set of label requirements: every key must be present with
+// the given value. An empty Labels matches everything.
+type Labels map[string]string
+
+// Matches reports whether the label set l selects an object carrying
+// labels.
+func (l Labels) Matches(labels map[string]string) bool {
+	for k, v := range l {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,178 @@
+package model
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+)
+
+// Store is an in-memory service model that registries fill. It compares
+// every update with what it holds and reports only real changes, so a
+// registry may rebuild a service as often as it likes (after a relist, say)
+// without causing a push.
+//
+// Store is safe for concurrent use. Updates of one hostname must not race
+// each other (registries serialise them per key); handlers run on the
+// updating goroutine after the change is visible to readers.
+type Store struct {
+	mu       sync.RWMutex
+	services map[Hostname]*storedService
+	handlers []EventHandler
+}
+
+type storedService struct {
+	svc    *Service
+	eps    []*Endpoint           // sorted by endpointLess
+	byPort map[int32][]*Endpoint // service port number -> endpoints
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{services: map[Hostname]*storedService{}}
+}
+
+// AppendEventHandler adds a handler for change events. Call it before the
+// first update.
+func (s *Store) AppendEventHandler(h EventHandler) {
+	s.mu.Lock()
+	s.handlers = append(s.handlers, h)
+	s.mu.Unlock()
+}
+
+// Update sets a service and all its endpoints, and reports what changed:
+// ServiceChanged when the service is new or its definition differs,
+// EndpointsChanged when only endpoints differ. It returns false, and emits
+// nothing, when nothing changed. Update keeps svc and the endpoints; the
+// caller must not modify them afterwards.
+func (s *Store) Update(svc *Service, endpoints []*Endpoint) bool {
+	eps := slices.Clone(endpoints)
+	slices.SortFunc(eps, endpointCompare)
+	eps = slices.CompactFunc(eps, func(a, b *Endpoint) bool { return endpointCompare(a, b) == 0 })
+
+	s.mu.Lock()
+	old := s.services[svc.Hostname]
+	kind := ServiceChanged
+	switch {
+	case old == nil || !old.svc.Equal(svc):
+	case !slices.EqualFunc(old.eps, eps, (*Endpoint).Equal):
+		kind = EndpointsChanged
+	default:
+		s.mu.Unlock()
+		return false
+	}
+	s.services[svc.Hostname] = &storedService{svc: svc, eps: eps, byPort: indexByPort(svc, eps)}
+	handlers := s.handlers
+	s.mu.Unlock()
+
+	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace}
+	for _, h := range handlers {
+		h(ev)
+	}
+	return true
+}
+
+// Delete removes a service; it reports whether the service was there.
+func (s *Store) Delete(hostname Hostname) bool {
+	s.mu.Lock()
+	old := s.services[hostname]
+	if old == nil {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.services, hostname)
+	handlers := s.handlers
+	s.mu.Unlock()
+
+	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace}
+	for _, h := range handlers {
+		h(ev)
+	}
+	return true
+}
+
+// Services lists every service, ordered by hostname.
+func (s *Store) Services() []*Service {
+	s.mu.RLock()
+	out := make([]*Service, 0, len(s.services))
+	for _, st := range s.services {
+		out = append(out, st.svc)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Service) int { return cmp.Compare(a.Hostname, b.Hostname) })
+	return out
+}
+
+// GetService returns the service with that hostname, or nil.
+func (s *Store) GetService(hostname Hostname) *Service {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if st := s.services[hostname]; st != nil {
+		return st.svc
+	}
+	return nil
+}
+
+// Endpoints returns the endpoints of a service port whose labels match
+// selector, sorted by address and port. The slice is shared: do not
+// modify it.
+func (s *Store) Endpoints(hostname Hostname, port int32, selector Labels) []*Endpoint {
+	s.mu.RLock()
+	st := s.services[hostname]
+	s.mu.RUnlock()
+	if st == nil {
+		return nil
+	}
+	eps := st.byPort[port]
+	if len(selector) == 0 {
+		return eps
+	}
+	var out []*Endpoint
+	for _, ep := range eps {
+		if selector.Matches(ep.Labels) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// AllEndpoints returns every endpoint of a service, for every port.
+func (s *Store) AllEndpoints(hostname Hostname) []*Endpoint {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if st := s.services[hostname]; st != nil {
+		return st.eps
+	}
+	return nil
+}
+
+// Len returns the number of services and of endpoints held.
+func (s *Store) Len() (services, endpoints int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, st := range s.services {
+		endpoints += len(st.eps)
+	}
+	return len(s.services), endpoints
+}
+
+func indexByPort(svc *Service, eps []*Endpoint) map[int32][]*Endpoint {
+	byName := make(map[string]int32, len(svc.Ports))
+	for _, p := range svc.Ports {
+		byName[p.Name] = p.Port
+	}
+	out := make(map[int32][]*Endpoint, len(svc.Ports))
+	for _, ep := range eps {
+		if port, ok := byName[ep.ServicePortName]; ok {
+			out[port] = append(out[port], ep)
+		}
+	}
+	return out
+}
+
+func endpointCompare(a, b *Endpoint) int {
+	return cmp.Or(
+		cmp.Compare(a.ServicePortName, b.ServicePortName),
+		cmp.Compare(a.Address, b.Address),
+		cmp.Compare(a.Port, b.Port),
+	)
+}
