@@ -1,0 +1,256 @@
+// Package testenv runs a real etcd and kube-apiserver for meshpilot's tests.
+//
+// The binaries are built from tools/kube on first use, into a cache folder
+// outside the repository, under a file lock so that test packages running
+// in parallel build them once. A test package starts one API server in its
+// TestMain (see Main) and gives each test its own namespace.
+//
+// Nothing here skips: when the binaries cannot be built or the API server
+// cannot start, the test binary fails.
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ServiceCIDR is larger than envtest's default /24 so that scale tests can
+// create thousands of ClusterIP services. The range is only allocated from,
+// never routed.
+const ServiceCIDR = "10.96.0.0/12"
+
+// Env is a running etcd and kube-apiserver.
+type Env struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Client is a clientset built from Config.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of a kubeconfig file for Config, for tests
+	// that run meshpilot as a command.
+	Kubeconfig string
+
+	env     *envtest.Environment
+	workDir string
+	nsSeq   atomic.Int64
+}
+
+// Assets builds kube-apiserver and etcd if needed and returns the folder
+// that holds them.
+func Assets() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	script := filepath.Join(root, "tools", "kube", "build.sh")
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("testenv: creating the cache folder: %w", err)
+	}
+	lock := flock.New(filepath.Join(cache, "build.lock"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if ok, err := lock.TryLockContext(ctx, time.Second); err != nil || !ok {
+		return "", fmt.Errorf("testenv: waiting for the lock on %s: %v", lock.Path(), err)
+	}
+	defer lock.Unlock()
+
+	cmd := exec.CommandContext(ctx, "bash", script)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("testenv: building kube-apiserver and etcd with %s failed: %w\n%s", script, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	dir := lines[len(lines)-1]
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return "", fmt.Errorf("testenv: %s missing after the build: %w", bin, err)
+		}
+	}
+	return dir, nil
+}
+
+// Start builds the binaries if needed and starts etcd and kube-apiserver.
+func Start() (*Env, error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	workDir, err := os.MkdirTemp("", "meshpilot-testenv-")
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(workDir, "certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		ControlPlaneStartTimeout: 60 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	// A fixed cert folder lets RestartAPIServer keep the same CA, so that
+	// clients made before a restart still trust the server after it.
+	api := e.ControlPlane.GetAPIServer()
+	api.CertDir = certDir
+	api.Configure().Set("service-cluster-ip-range", ServiceCIDR)
+
+	cfg, err := e.Start()
+	if err != nil {
+		os.RemoveAll(workDir)
+		return nil, fmt.Errorf("testenv: starting etcd and kube-apiserver from %s: %w", assets, err)
+	}
+	env := &Env{Config: cfg, env: e, workDir: workDir}
+	if env.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		env.Stop()
+		return nil, err
+	}
+	user, err := e.AddUser(envtest.User{Name: "meshpilot-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		env.Stop()
+		return nil, fmt.Errorf("testenv: adding a user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		env.Stop()
+		return nil, err
+	}
+	env.Kubeconfig = filepath.Join(workDir, "kubeconfig")
+	if err := os.WriteFile(env.Kubeconfig, kc, 0o600); err != nil {
+		env.Stop()
+		return nil, err
+	}
+	return env, nil
+}
+
+// Stop stops the API server and etcd and removes their files.
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	os.RemoveAll(e.workDir)
+	return err
+}
+
+// StopAPIServer stops the API server alone; etcd keeps the data.
+func (e *Env) StopAPIServer() error {
+	return e.env.ControlPlane.GetAPIServer().Stop()
+}
+
+// StartAPIServer starts a stopped API server again on the same address,
+// with the same certificates, and waits until it is healthy.
+func (e *Env) StartAPIServer() error {
+	return e.env.ControlPlane.GetAPIServer().Start()
+}
+
+// Namespace creates a namespace with a unique name for one test and
+// returns its name. Namespaces are not removed: without a controller
+// manager they would stay Terminating anyway.
+func (e *Env) Namespace(t testing.TB, labels map[string]string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", sanitize(t.Name()), e.nsSeq.Add(1))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	return name
+}
+
+// Main is the body of a TestMain that needs an API server: it starts one,
+// stores it in *env, runs the tests and stops it. A failure to start fails
+// the package.
+func Main(m *testing.M, env **Env) {
+	os.Exit(run(m, env))
+}
+
+func run(m *testing.M, env **Env) int {
+	start := time.Now()
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: the real kube-apiserver and etcd are required and could not start: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "testenv: kube-apiserver at %s ready in %s\n", e.Config.Host, time.Since(start).Round(time.Millisecond))
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stopping: %v\n", err)
+	}
+	return code
+}
+
+// sanitize turns a test name into a DNS label prefix.
+func sanitize(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > 40 {
+		s = strings.Trim(s[:40], "-")
+	}
+	if s == "" {
+		s = "test"
+	}
+	return s
+}
+
+func cacheDir() (string, error) {
+	if d := os.Getenv("MESHPILOT_KUBE_ASSETS"); d != "" {
+		return d, nil
+	}
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("testenv: no cache folder: set MESHPILOT_KUBE_ASSETS or HOME: %w", err)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "meshpilot"), nil
+}
+
+// repoRoot finds the repository from this source file, so tests work from
+// any package folder.
+func repoRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("testenv: cannot locate the repository")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "tools", "kube", "build.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testenv: tools/kube/build.sh not found above %s", filepath.Dir(file))
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,51 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var env *Env
+
+func TestMain(m *testing.M) { Main(m, &env) }
+
+func TestServerVersionAndNamespace(t *testing.T) {
+	v, err := env.Client.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitVersion != "v1.37.2" {
+		t.Errorf("server version = %q, want v1.37.2 (the build must set it)", v.GitVersion)
+	}
+	ns := env.Namespace(t, map[string]string{"team": "a"})
+	got, err := env.Client.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["team"] != "a" {
+		t.Errorf("namespace labels = %v", got.Labels)
+	}
+}
+
+func TestRestartKeepsDataAndClients(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	// The clientset made before the restart must still work (same CA).
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
+		func(ctx context.Context) (bool, error) {
+			_, err := env.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return err == nil, nil
+		})
+	if err != nil {
+		t.Fatalf("namespace %s not readable after restart: %v", ns, err)
+	}
+}
