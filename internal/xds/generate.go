@@ -1,0 +1,328 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	router "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Type URLs of the resources meshpilot serves.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+)
+
+// DefaultDomainSuffix is the Kubernetes cluster domain.
+const DefaultDomainSuffix = "cluster.local"
+
+// Generator builds xDS resources from the model. Its methods are pure
+// functions of the model's current content and the arguments, and are
+// safe for concurrent use.
+type Generator struct {
+	Discovery    model.ServiceDiscovery
+	DomainSuffix string
+}
+
+func (g *Generator) suffix() string {
+	if g.DomainSuffix == "" {
+		return DefaultDomainSuffix
+	}
+	return g.DomainSuffix
+}
+
+var adsSource = &core.ConfigSource{
+	ResourceApiVersion:    core.ApiVersion_V3,
+	ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
+}
+
+var routerFilter = func() *hcm.HttpFilter {
+	cfg, err := anypb.New(&router.Router{})
+	if err != nil {
+		panic(err)
+	}
+	return &hcm.HttpFilter{
+		Name:       "envoy.filters.http.router",
+		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg},
+	}
+}()
+
+// Listener returns the API listener that a client asking for name (see
+// resolveListener) gets, or nil when the name designates no service port.
+func (g *Generator) Listener(client Client, name string) *listener.Listener {
+	svc, port := resolveListener(g.Discovery, g.suffix(), client.Namespace, name)
+	if svc == nil {
+		return nil
+	}
+	return buildListener(name, svc.Hostname, port)
+}
+
+func buildListener(name string, host model.Hostname, port int32) *listener.Listener {
+	rc := ClusterName(host, port)
+	m := &hcm.HttpConnectionManager{
+		CodecType:  hcm.HttpConnectionManager_AUTO,
+		StatPrefix: rc,
+		RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
+			ConfigSource:    adsSource,
+			RouteConfigName: rc,
+		}},
+		HttpFilters: []*hcm.HttpFilter{routerFilter},
+	}
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(err) // marshalling a well-formed message cannot fail
+	}
+	return &listener.Listener{
+		Name:        name,
+		ApiListener: &listener.ApiListener{ApiListener: a},
+	}
+}
+
+// servicePort finds the service port a cluster-style name designates.
+func (g *Generator) servicePort(name string) (*model.Service, int32) {
+	host, port, ok := ParseClusterName(name)
+	if !ok {
+		return nil, 0
+	}
+	svc := g.Discovery.GetService(host)
+	if svc == nil {
+		return nil, 0
+	}
+	if _, ok := svc.PortByNumber(port); !ok {
+		return nil, 0
+	}
+	return svc, port
+}
+
+// RouteConfiguration returns the route configuration
+// "outbound|<port>||<FQDN>": one virtual host whose domains are the forms
+// a client may use for the service, routing "/" to the cluster of the same
+// name. Nil when the service port does not exist.
+func (g *Generator) RouteConfiguration(name string) *route.RouteConfiguration {
+	svc, port := g.servicePort(name)
+	if svc == nil {
+		return nil
+	}
+	return &route.RouteConfiguration{
+		Name: name,
+		VirtualHosts: []*route.VirtualHost{{
+			Name:    string(svc.Hostname) + ":" + strconv.Itoa(int(port)),
+			Domains: hostForms(svc, g.suffix(), port),
+			Routes: []*route.Route{{
+				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &route.Route_Route{Route: &route.RouteAction{
+					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
+				}},
+			}},
+		}},
+		ValidateClusters: wrapperspb.Bool(false),
+	}
+}
+
+// Cluster returns the cluster "outbound|<port>||<FQDN>": an EDS cluster
+// over ADS with round robin, or for a DNS alias (ExternalName) a
+// LOGICAL_DNS cluster pointing at the external name. Nil when the service
+// port does not exist.
+func (g *Generator) Cluster(name string) *cluster.Cluster {
+	svc, port := g.servicePort(name)
+	if svc == nil {
+		return nil
+	}
+	c := &cluster.Cluster{
+		Name:     name,
+		LbPolicy: cluster.Cluster_ROUND_ROBIN,
+	}
+	if svc.Resolution == model.DNSAlias {
+		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_LOGICAL_DNS}
+		c.DnsLookupFamily = cluster.Cluster_V4_PREFERRED
+		c.LoadAssignment = &endpoint.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpoint.LocalityLbEndpoints{{
+				Locality: &core.Locality{},
+				LbEndpoints: []*endpoint.LbEndpoint{{
+					HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+						Address: socketAddress(svc.ExternalName, uint32(port)),
+					}},
+				}},
+			}},
+		}
+		return c
+	}
+	c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
+	c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: name}
+	return c
+}
+
+func socketAddress(addr string, port uint32) *core.Address {
+	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+		Protocol:      core.SocketAddress_TCP,
+		Address:       addr,
+		PortSpecifier: &core.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// ClusterLoadAssignment returns the endpoints of "outbound|<port>||<FQDN>":
+// one LocalityLbEndpoints per region/zone/subzone (in a stable order),
+// weighted by its endpoint count, each endpoint with its health. An
+// address:port appears once (grpc-go rejects duplicates). Nil when the
+// service port does not exist or the service is a DNS alias (its cluster
+// carries its address itself).
+func (g *Generator) ClusterLoadAssignment(name string) *endpoint.ClusterLoadAssignment {
+	svc, port := g.servicePort(name)
+	if svc == nil || svc.Resolution == model.DNSAlias {
+		return nil
+	}
+	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
+	byLocality := map[model.Locality]*endpoint.LocalityLbEndpoints{}
+	var order []model.Locality
+	seen := make(map[string]struct{}, len(eps))
+	for _, ep := range eps {
+		key := ep.Address + ":" + strconv.FormatUint(uint64(ep.Port), 10)
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		lle := byLocality[ep.Locality]
+		if lle == nil {
+			lle = &endpoint.LocalityLbEndpoints{Locality: &core.Locality{
+				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.Subzone,
+			}}
+			byLocality[ep.Locality] = lle
+			order = append(order, ep.Locality)
+		}
+		lle.LbEndpoints = append(lle.LbEndpoints, &endpoint.LbEndpoint{
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+				Address: socketAddress(ep.Address, ep.Port),
+			}},
+			HealthStatus: healthStatus(ep.Health),
+		})
+	}
+	slices.SortFunc(order, func(a, b model.Locality) int {
+		switch {
+		case a.String() < b.String():
+			return -1
+		case a.String() > b.String():
+			return 1
+		}
+		return 0
+	})
+	for _, l := range order {
+		lle := byLocality[l]
+		lle.LoadBalancingWeight = wrapperspb.UInt32(uint32(len(lle.LbEndpoints)))
+		cla.Endpoints = append(cla.Endpoints, lle)
+	}
+	return cla
+}
+
+func healthStatus(h model.Health) core.HealthStatus {
+	switch h {
+	case model.Healthy:
+		return core.HealthStatus_HEALTHY
+	case model.Draining:
+		return core.HealthStatus_DRAINING
+	default:
+		return core.HealthStatus_UNHEALTHY
+	}
+}
+
+// ClusterNames lists every cluster name of every service, in order: what
+// a wildcard CDS subscription gets.
+func (g *Generator) ClusterNames() []string {
+	var out []string
+	for _, svc := range g.Discovery.Services() {
+		for _, p := range svc.Ports {
+			out = append(out, ClusterName(svc.Hostname, p.Port))
+		}
+	}
+	return out
+}
+
+// EndpointNames lists every ClusterLoadAssignment name: what a wildcard
+// EDS subscription gets (DNS aliases have none).
+func (g *Generator) EndpointNames() []string {
+	var out []string
+	for _, svc := range g.Discovery.Services() {
+		if svc.Resolution == model.DNSAlias {
+			continue
+		}
+		for _, p := range svc.Ports {
+			out = append(out, ClusterName(svc.Hostname, p.Port))
+		}
+	}
+	return out
+}
+
+// Generate returns the resource of a type with that name for a client, or
+// nil when there is none.
+func (g *Generator) Generate(typeURL string, client Client, name string) proto.Message {
+	var m proto.Message
+	switch typeURL {
+	case ListenerType:
+		if l := g.Listener(client, name); l != nil {
+			m = l
+		}
+	case RouteType:
+		if r := g.RouteConfiguration(name); r != nil {
+			m = r
+		}
+	case ClusterType:
+		if c := g.Cluster(name); c != nil {
+			m = c
+		}
+	case EndpointType:
+		if c := g.ClusterLoadAssignment(name); c != nil {
+			m = c
+		}
+	}
+	return m
+}
+
+// validator is what the envoy protos' generated validation offers.
+type validator interface{ ValidateAll() error }
+
+// Validate runs the envoy protos' field rules on a generated resource and,
+// for a listener, on the HttpConnectionManager inside its Any (ValidateAll
+// does not look inside Any).
+func Validate(m proto.Message) error {
+	v, ok := m.(validator)
+	if !ok {
+		return fmt.Errorf("%T has no validation", m)
+	}
+	if err := v.ValidateAll(); err != nil {
+		return err
+	}
+	if l, ok := m.(*listener.Listener); ok && l.GetApiListener() != nil {
+		var h hcm.HttpConnectionManager
+		if err := l.GetApiListener().GetApiListener().UnmarshalTo(&h); err != nil {
+			return fmt.Errorf("api_listener: %w", err)
+		}
+		if err := h.ValidateAll(); err != nil {
+			return fmt.Errorf("api_listener: %w", err)
+		}
+		fs := h.GetHttpFilters()
+		if len(fs) == 0 || fs[len(fs)-1].GetName() != routerFilter.GetName() {
+			return fmt.Errorf("api_listener: http_filters must end with the router")
+		}
+		for _, f := range fs {
+			if f.GetTypedConfig() == nil {
+				return fmt.Errorf("api_listener: http filter %q has no typed_config", f.GetName())
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package xds
+
+import (
+	"strings"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// Client is what the generators need to know about the node that asks.
+type Client struct {
+	// ID is the node id, used in logs.
+	ID string
+	// Namespace is the client's namespace; relative listener names are
+	// resolved in it. Empty when unknown.
+	Namespace string
+	// GRPC is true for proxyless gRPC clients. Other clients are treated as
+	// Envoy and may subscribe to everything (wildcard).
+	GRPC bool
+}
+
+// ClientFromNode classifies a node as the xDS naming contract says: the
+// namespace comes from metadata NAMESPACE, else from an Istio-style node id
+// "sidecar~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local"; a node
+// is a gRPC client when its metadata says GENERATOR=grpc or its user agent
+// is a gRPC one ("gRPC Go", "gRPC Java", ...).
+func ClientFromNode(n *core.Node) Client {
+	c := Client{ID: n.GetId()}
+	fields := n.GetMetadata().GetFields()
+	if v := fields["NAMESPACE"].GetStringValue(); v != "" {
+		c.Namespace = v
+	} else {
+		c.Namespace = namespaceFromID(n.GetId())
+	}
+	if strings.EqualFold(fields["GENERATOR"].GetStringValue(), "grpc") {
+		c.GRPC = true
+	}
+	if ua := strings.ToLower(n.GetUserAgentName()); strings.HasPrefix(ua, "grpc") {
+		c.GRPC = true
+	}
+	return c
+}
+
+// namespaceFromID reads the namespace from "type~ip~pod.ns~ns.svc.domain".
+func namespaceFromID(id string) string {
+	parts := strings.Split(id, "~")
+	if len(parts) != 4 {
+		return ""
+	}
+	if ns, _, _ := strings.Cut(parts[3], "."); ns != "" {
+		return ns
+	}
+	if _, ns, ok := strings.Cut(parts[2], "."); ok {
+		return ns
+	}
+	return ""
+}
