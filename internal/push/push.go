@@ -1,0 +1,92 @@
+// Package push turns the registry's change events into push requests:
+// it merges bursts of events (debounce) and says what changed, so that
+// the xDS server regenerates and sends only what depends on it.
+package push
+
+import (
+	"maps"
+	"time"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Request says what changed since the previous push.
+//
+// A hostname is in at most one of Services and EndpointsOnly: a service
+// change (definition, existence) includes its endpoints.
+type Request struct {
+	// Full: anything may have changed; regenerate everything.
+	Full bool
+	// Services are the hostnames whose service was added, changed or
+	// deleted: everything generated from them is regenerated.
+	Services map[model.Hostname]struct{}
+	// EndpointsOnly are the hostnames of which only the endpoints changed:
+	// only their ClusterLoadAssignments are regenerated and sent, and only
+	// to the clients subscribed to them.
+	EndpointsOnly map[model.Hostname]struct{}
+	// Start is when the first event merged into this request arrived.
+	Start time.Time
+	// Events counts the events merged into this request.
+	Events int
+}
+
+// IsEmpty reports whether the request asks for nothing.
+func (r *Request) IsEmpty() bool {
+	return !r.Full && len(r.Services) == 0 && len(r.EndpointsOnly) == 0
+}
+
+// Add merges one event that arrived at t.
+func (r *Request) Add(ev model.Event, t time.Time) {
+	if r.Events == 0 || t.Before(r.Start) {
+		r.Start = t
+	}
+	r.Events++
+	switch ev.Kind {
+	case model.EndpointsChanged:
+		if _, ok := r.Services[ev.Hostname]; ok {
+			return
+		}
+		if r.EndpointsOnly == nil {
+			r.EndpointsOnly = map[model.Hostname]struct{}{}
+		}
+		r.EndpointsOnly[ev.Hostname] = struct{}{}
+	default: // ServiceChanged, ServiceDeleted, and anything unknown
+		if r.Services == nil {
+			r.Services = map[model.Hostname]struct{}{}
+		}
+		r.Services[ev.Hostname] = struct{}{}
+		delete(r.EndpointsOnly, ev.Hostname)
+	}
+}
+
+// Merge adds o to r.
+func (r *Request) Merge(o Request) {
+	if o.Events > 0 && (r.Events == 0 || o.Start.Before(r.Start)) {
+		r.Start = o.Start
+	}
+	r.Events += o.Events
+	r.Full = r.Full || o.Full
+	for h := range o.Services {
+		if r.Services == nil {
+			r.Services = map[model.Hostname]struct{}{}
+		}
+		r.Services[h] = struct{}{}
+		delete(r.EndpointsOnly, h)
+	}
+	for h := range o.EndpointsOnly {
+		if _, ok := r.Services[h]; ok {
+			continue
+		}
+		if r.EndpointsOnly == nil {
+			r.EndpointsOnly = map[model.Hostname]struct{}{}
+		}
+		r.EndpointsOnly[h] = struct{}{}
+	}
+}
+
+// Clone returns a deep copy.
+func (r Request) Clone() Request {
+	r.Services = maps.Clone(r.Services)
+	r.EndpointsOnly = maps.Clone(r.EndpointsOnly)
+	return r
+}
