@@ -10,9 +10,15 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-func svcEv(h string) model.Event { return model.Event{Kind: model.ServiceChanged, Hostname: model.Hostname(h)} }
-func epEv(h string) model.Event  { return model.Event{Kind: model.EndpointsChanged, Hostname: model.Hostname(h)} }
-func delEv(h string) model.Event { return model.Event{Kind: model.ServiceDeleted, Hostname: model.Hostname(h)} }
+func svcEv(h string) model.Event {
+	return model.Event{Kind: model.ServiceChanged, Hostname: model.Hostname(h)}
+}
+func epEv(h string) model.Event {
+	return model.Event{Kind: model.EndpointsChanged, Hostname: model.Hostname(h)}
+}
+func delEv(h string) model.Event {
+	return model.Event{Kind: model.ServiceDeleted, Hostname: model.Hostname(h)}
+}
 
 func hosts(m map[model.Hostname]struct{}) []string {
 	var out []string

@@ -1,0 +1,638 @@
+package xds
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/push"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Discovery is the model served. Required.
+	Discovery model.ServiceDiscovery
+	// DomainSuffix is the cluster domain; "cluster.local" when empty.
+	DomainSuffix string
+	// Ready reports whether the model is complete. Until it is, new xDS
+	// streams fail with Unavailable and REST requests with 503. Nil means
+	// always ready.
+	Ready func() bool
+	// Logger receives NACKs and errors; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Server serves the model over xDS: ADS (state of the world and delta),
+// the per-type discovery services, and REST-JSON.
+//
+// It uses go-control-plane's gRPC server for the protocol and is itself
+// the cache behind it: resources are generated per client on demand
+// (listener names are relative to the client's namespace), each resource
+// is marshalled once per content and shared by all clients, and watches
+// are indexed by the hostnames they depend on so that a change wakes only
+// the clients subscribed to what changed. A response is handed to a
+// client's stream without blocking: the protocol allows one outstanding
+// response per stream and type, so a client that does not read simply
+// gets the latest state when it next asks.
+//
+// Concurrency: Register and RESTHandler are called once, before serving.
+// Push may be called from any goroutine at any time; calls are
+// serialised. All methods are safe for concurrent use.
+type Server struct {
+	opts   Options
+	gen    *Generator
+	log    *slog.Logger
+	xds    serverv3.Server
+	prefix string
+	seq    atomic.Uint64
+
+	mu sync.Mutex
+	// entries caches generated resources by type and key (the name; for
+	// listeners the name and the hostname it resolved to).
+	entries [numTypes]map[string]*entry
+	// entriesByHost finds the entries generated from a hostname.
+	entriesByHost map[model.Hostname]map[*entry]typeIndex
+	// watchesByHost holds route, cluster and endpoint watches by the
+	// hostname in their names; watchesByLabel holds listener watches by
+	// the first label of their names; wildcard holds wildcard watches.
+	watchesByHost  map[model.Hostname]map[*watch]struct{}
+	watchesByLabel map[string]map[*watch]struct{}
+	wildcard       [numTypes]map[*watch]struct{}
+	nacks          atomic.Uint64
+}
+
+// watch is one open request of one stream for one type: the stream waits
+// for at most one response to it.
+type watch struct {
+	typ      typeIndex
+	client   Client
+	sub      cache.Subscription
+	req      *discovery.DiscoveryRequest // sotw
+	ch       chan cache.Response
+	dreq     *discovery.DeltaDiscoveryRequest // delta
+	dch      chan cache.DeltaResponse
+	hosts    []model.Hostname
+	labels   []string
+	wildcard bool
+	done     bool
+}
+
+// NewServer returns a server for the model.
+func NewServer(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{
+		opts:           opts,
+		gen:            &Generator{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix},
+		log:            opts.Logger,
+		prefix:         versionPrefix(),
+		entriesByHost:  map[model.Hostname]map[*entry]typeIndex{},
+		watchesByHost:  map[model.Hostname]map[*watch]struct{}{},
+		watchesByLabel: map[string]map[*watch]struct{}{},
+	}
+	for t := range numTypes {
+		s.entries[t] = map[string]*entry{}
+		s.wildcard[t] = map[*watch]struct{}{}
+	}
+	notReady := func(context.Context, int64, string) error {
+		if s.ready() {
+			return nil
+		}
+		return status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
+	}
+	s.xds = serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
+		StreamOpenFunc:      notReady,
+		DeltaStreamOpenFunc: notReady,
+		FetchRequestFunc: func(ctx context.Context, _ *discovery.DiscoveryRequest) error {
+			return notReady(ctx, 0, "")
+		},
+	})
+	return s
+}
+
+// versionPrefix makes versions unique across restarts: the start time and
+// random bits.
+func versionPrefix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().UnixMilli(), 36) + hex.EncodeToString(b[:])
+}
+
+func (s *Server) ready() bool { return s.opts.Ready == nil || s.opts.Ready() }
+
+func (s *Server) nextVersion() string {
+	return s.prefix + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// Register adds ADS (state of the world and delta) and the per-type
+// discovery services to g.
+func (s *Server) Register(g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, s.xds)
+	routeservice.RegisterRouteDiscoveryServiceServer(g, s.xds)
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, s.xds)
+}
+
+// RESTHandler serves REST-JSON discovery as Envoy's REST API type expects:
+// POST /v3/discovery:clusters, :endpoints, :listeners, :routes with a JSON
+// DiscoveryRequest. It answers 304 when the request's version_info is
+// current and 503 until the model is ready.
+func (s *Server) RESTHandler() http.Handler {
+	gw := &serverv3.HTTPGateway{Server: s.xds}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST a DiscoveryRequest", http.StatusMethodNotAllowed)
+			return
+		}
+		if !s.ready() {
+			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		body, code, err := gw.ServeHTTP(r)
+		if err != nil {
+			http.Error(w, err.Error(), code)
+			return
+		}
+		if code != http.StatusOK {
+			w.WriteHeader(code)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+}
+
+// NACKs returns how many NACKs clients have sent.
+func (s *Server) NACKs() uint64 { return s.nacks.Load() }
+
+// Push applies a change of the model: it drops what was generated from the
+// changed hostnames and re-evaluates the watches that depend on them;
+// clients whose resources changed are sent the new ones, others nothing.
+// An endpoints-only change touches only ClusterLoadAssignments and their
+// subscribers. Push never waits for a client.
+func (s *Server) Push(req push.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	woken := map[*watch]struct{}{}
+	if req.Full {
+		for t := range numTypes {
+			clear(s.entries[t])
+		}
+		clear(s.entriesByHost)
+		for _, ws := range s.watchesByHost {
+			maps.Copy(woken, ws)
+		}
+		for _, ws := range s.watchesByLabel {
+			maps.Copy(woken, ws)
+		}
+		for t := range numTypes {
+			maps.Copy(woken, s.wildcard[t])
+		}
+	} else {
+		for h := range req.Services {
+			s.dropEntries(h, false)
+			maps.Copy(woken, s.watchesByHost[h])
+			maps.Copy(woken, s.watchesByLabel[hostKey(h)])
+		}
+		for h := range req.EndpointsOnly {
+			s.dropEntries(h, true)
+			for w := range s.watchesByHost[h] {
+				if w.typ == tEndpoint {
+					woken[w] = struct{}{}
+				}
+			}
+		}
+		if len(req.Services) > 0 {
+			for t := range numTypes {
+				maps.Copy(woken, s.wildcard[t])
+			}
+		} else if len(req.EndpointsOnly) > 0 {
+			maps.Copy(woken, s.wildcard[tEndpoint])
+		}
+	}
+	for w := range woken {
+		s.evaluate(w)
+	}
+}
+
+// dropEntries forgets what was generated from h (only endpoints when
+// endpointsOnly); it is regenerated when next needed.
+func (s *Server) dropEntries(h model.Hostname, endpointsOnly bool) {
+	byHost := s.entriesByHost[h]
+	for e, t := range byHost {
+		if endpointsOnly && t != tEndpoint {
+			continue
+		}
+		delete(byHost, e)
+		key := e.name
+		if t == tListener {
+			key = listenerEntryKey(e.name, h)
+		}
+		if s.entries[t][key] == e {
+			delete(s.entries[t], key)
+		}
+	}
+	if len(byHost) == 0 {
+		delete(s.entriesByHost, h)
+	}
+}
+
+func listenerEntryKey(name string, h model.Hostname) string { return name + "\x00" + string(h) }
+
+// get returns the entry of a resource for a client, generating it when
+// needed. s.mu is held.
+func (s *Server) get(t typeIndex, c Client, name string) *entry {
+	var host model.Hostname
+	var key string
+	var build func() *entry
+	if t == tListener {
+		svc, port := resolveListener(s.gen.Discovery, s.gen.suffix(), c.Namespace, name)
+		if svc == nil {
+			return &entry{name: name, version: absent}
+		}
+		host, key = svc.Hostname, listenerEntryKey(name, svc.Hostname)
+		build = func() *entry { return s.build(t, name, host, buildListener(name, svc.Hostname, port)) }
+	} else {
+		h, _, ok := ParseClusterName(name)
+		if !ok {
+			return &entry{name: name, version: absent}
+		}
+		host, key = h, name
+		build = func() *entry { return s.build(t, name, host, s.gen.Generate(typeURLs[t], c, name)) }
+	}
+	if e := s.entries[t][key]; e != nil {
+		return e
+	}
+	e := build()
+	s.entries[t][key] = e
+	byHost := s.entriesByHost[host]
+	if byHost == nil {
+		byHost = map[*entry]typeIndex{}
+		s.entriesByHost[host] = byHost
+	}
+	byHost[e] = t
+	return e
+}
+
+func (s *Server) build(t typeIndex, name string, host model.Hostname, m proto.Message) *entry {
+	e, err := newEntry(typeURLs[t], name, host, m)
+	if err != nil {
+		s.log.Error("xds: cannot marshal resource", "type", t.short(), "name", name, "err", err)
+		return &entry{name: name, host: host, version: absent}
+	}
+	return e
+}
+
+// names returns what a watch covers: its subscribed names, or for a
+// wildcard subscription everything of the type.
+func (s *Server) names(w *watch) []string {
+	if w.wildcard {
+		switch w.typ {
+		case tCluster, tRoute:
+			return s.gen.ClusterNames()
+		case tEndpoint:
+			return s.gen.EndpointNames()
+		}
+		return nil
+	}
+	return slices.Sorted(maps.Keys(w.sub.SubscribedResources()))
+}
+
+// isWildcard: only non-gRPC clients may subscribe to everything; a gRPC
+// client that names nothing gets nothing. Listeners are never wildcard:
+// meshpilot generates API listeners for gRPC clients only, so Envoy's
+// wildcard LDS gets an empty set.
+func isWildcard(t typeIndex, c Client, sub cache.Subscription) bool {
+	return sub.IsWildcard() && !c.GRPC && t != tListener
+}
+
+// evaluate answers a watch if the client lacks something; otherwise it
+// leaves the watch waiting. s.mu is held.
+func (s *Server) evaluate(w *watch) {
+	if w.done {
+		return
+	}
+	if w.ch != nil {
+		if r := s.sotw(w); r != nil {
+			s.finish(w)
+			select {
+			case w.ch <- r:
+			default: // cannot happen: one response per watch
+				s.log.Error("xds: response dropped", "client", w.client.ID, "type", w.typ.short())
+			}
+		}
+		return
+	}
+	if r := s.delta(w); r != nil {
+		s.finish(w)
+		select {
+		case w.dch <- r:
+		default:
+			s.log.Error("xds: delta response dropped", "client", w.client.ID, "type", w.typ.short())
+		}
+	}
+}
+
+// sotw builds the state-of-the-world response a watch needs, or nil when
+// the client has everything. Listener and cluster responses carry every
+// subscribed resource (a missing one means deleted); route and endpoint
+// responses carry only those that changed.
+func (s *Server) sotw(w *watch) *sotwResponse {
+	returned := w.sub.ReturnedResources()
+	names := s.names(w)
+	full := w.typ == tListener || w.typ == tCluster || w.wildcard
+	initial := w.req.GetResponseNonce() == ""
+	changed := initial
+	next := make(map[string]string, len(names))
+	var res []*anypb.Any
+	var all []*anypb.Any
+	for _, n := range names {
+		e := s.get(w.typ, w.client, n)
+		prev, had := returned[n]
+		if e.exists() {
+			all = append(all, e.any)
+			if prev != e.version {
+				changed = true
+				res = append(res, e.any)
+			}
+		} else if full && had && prev != absent {
+			changed = true // deleted
+		} else if full && !had {
+			changed = true // asked for, does not exist: say so at once
+		}
+		if e.exists() || full {
+			next[n] = e.version
+		} else if had {
+			next[n] = prev
+		}
+	}
+	if w.wildcard {
+		for n := range returned {
+			if _, ok := next[n]; !ok {
+				changed = true // gone from the wildcard set
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if full || initial {
+		res = all
+	}
+	return &sotwResponse{
+		req: w.req,
+		out: &discovery.DiscoveryResponse{
+			VersionInfo: s.nextVersion(),
+			Resources:   res,
+			TypeUrl:     w.req.GetTypeUrl(),
+		},
+		returned: next,
+	}
+}
+
+// delta builds the incremental response a watch needs, or nil.
+func (s *Server) delta(w *watch) *deltaResponse {
+	returned := w.sub.ReturnedResources()
+	names := s.names(w)
+	next := maps.Clone(returned)
+	if next == nil {
+		next = map[string]string{}
+	}
+	var res []*discovery.Resource
+	var removed []string
+	covered := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		covered[n] = struct{}{}
+		e := s.get(w.typ, w.client, n)
+		prev, had := returned[n]
+		switch {
+		case e.exists() && prev != e.version:
+			res = append(res, e.delta)
+			next[n] = e.version
+		case !e.exists() && had && prev != "":
+			removed = append(removed, n)
+			delete(next, n)
+		}
+	}
+	if w.wildcard {
+		for n, v := range returned {
+			if _, ok := covered[n]; !ok && v != "" {
+				if _, sub := w.sub.SubscribedResources()[n]; !sub {
+					removed = append(removed, n)
+					delete(next, n)
+				}
+			}
+		}
+	}
+	initialWildcard := w.wildcard && w.dreq.GetResponseNonce() == ""
+	if len(res) == 0 && len(removed) == 0 && !initialWildcard {
+		return nil
+	}
+	slices.Sort(removed)
+	return &deltaResponse{
+		req: w.dreq,
+		out: &discovery.DeltaDiscoveryResponse{
+			SystemVersionInfo: s.nextVersion(),
+			Resources:         res,
+			RemovedResources:  removed,
+			TypeUrl:           w.dreq.GetTypeUrl(),
+		},
+		returned: next,
+	}
+}
+
+// index registers a waiting watch under what it depends on.
+func (s *Server) index(w *watch) {
+	if w.wildcard {
+		s.wildcard[w.typ][w] = struct{}{}
+	}
+	seenH := map[model.Hostname]struct{}{}
+	seenL := map[string]struct{}{}
+	for n := range w.sub.SubscribedResources() {
+		if w.typ == tListener {
+			l := listenerKey(n)
+			if _, ok := seenL[l]; ok {
+				continue
+			}
+			seenL[l] = struct{}{}
+			w.labels = append(w.labels, l)
+			add(s.watchesByLabel, l, w)
+			continue
+		}
+		h, _, ok := ParseClusterName(n)
+		if !ok {
+			continue
+		}
+		if _, ok := seenH[h]; ok {
+			continue
+		}
+		seenH[h] = struct{}{}
+		w.hosts = append(w.hosts, h)
+		add(s.watchesByHost, h, w)
+	}
+}
+
+func add[K comparable](m map[K]map[*watch]struct{}, k K, w *watch) {
+	ws := m[k]
+	if ws == nil {
+		ws = map[*watch]struct{}{}
+		m[k] = ws
+	}
+	ws[w] = struct{}{}
+}
+
+func remove[K comparable](m map[K]map[*watch]struct{}, k K, w *watch) {
+	if ws := m[k]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// finish takes a watch out of every index. s.mu is held.
+func (s *Server) finish(w *watch) {
+	if w.done {
+		return
+	}
+	w.done = true
+	for _, h := range w.hosts {
+		remove(s.watchesByHost, h, w)
+	}
+	for _, l := range w.labels {
+		remove(s.watchesByLabel, l, w)
+	}
+	delete(s.wildcard[w.typ], w)
+}
+
+func (s *Server) cancel(w *watch) func() {
+	return func() {
+		s.mu.Lock()
+		s.finish(w)
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) logNACK(c Client, t typeIndex, version, nonce string, detail interface{ GetMessage() string }) {
+	s.nacks.Add(1)
+	s.log.Warn("xds: client rejected configuration", "client", c.ID, "type", t.short(),
+		"version", version, "nonce", nonce, "error", detail.GetMessage())
+}
+
+// CreateWatch implements go-control-plane's cache.ConfigWatcher for
+// state-of-the-world streams.
+func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
+	t, ok := typeOf(req.GetTypeUrl())
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "meshpilot does not serve %q", req.GetTypeUrl())
+	}
+	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}
+	w.wildcard = isWildcard(t, w.client, sub)
+	if d := req.GetErrorDetail(); d != nil {
+		s.logNACK(w.client, t, req.GetVersionInfo(), req.GetResponseNonce(), d)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evaluate(w)
+	if !w.done {
+		s.index(w)
+	}
+	return s.cancel(w), nil
+}
+
+// CreateDeltaWatch implements go-control-plane's cache.ConfigWatcher for
+// delta streams.
+func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, ch chan cache.DeltaResponse) (func(), error) {
+	t, ok := typeOf(req.GetTypeUrl())
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "meshpilot does not serve %q", req.GetTypeUrl())
+	}
+	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}
+	w.wildcard = isWildcard(t, w.client, sub)
+	if d := req.GetErrorDetail(); d != nil {
+		s.logNACK(w.client, t, "", req.GetResponseNonce(), d)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evaluate(w)
+	if !w.done {
+		s.index(w)
+	}
+	return s.cancel(w), nil
+}
+
+// Fetch implements go-control-plane's cache.ConfigFetcher for REST: the
+// named resources (everything, for a non-gRPC client naming none), with a
+// version derived from their content.
+func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, error) {
+	t, ok := typeOf(req.GetTypeUrl())
+	if !ok {
+		return nil, fmt.Errorf("meshpilot does not serve %q", req.GetTypeUrl())
+	}
+	c := ClientFromNode(req.GetNode())
+	names := req.GetResourceNames()
+	if len(names) == 0 && !c.GRPC && t != tListener {
+		names = s.names(&watch{typ: t, wildcard: true})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var res []*anypb.Any
+	returned := map[string]string{}
+	sum := newVersionHash()
+	for _, n := range names {
+		e := s.get(t, c, n)
+		if e.exists() {
+			res = append(res, e.any)
+			returned[n] = e.version
+			sum.add(n, e.version)
+		}
+	}
+	version := s.prefix + "-" + sum.String()
+	if req.GetVersionInfo() == version {
+		return nil, &types.SkipFetchError{}
+	}
+	return &sotwResponse{
+		req:      req,
+		out:      &discovery.DiscoveryResponse{VersionInfo: version, Resources: res, TypeUrl: req.GetTypeUrl()},
+		returned: returned,
+	}, nil
+}
+
+var _ cache.Cache = (*Server)(nil)
+
+// unused guards: keep imports referenced by documentation examples.
+var (
+	_ = errors.New
+	_ = (*core.Node)(nil)
+	_ = (*stream.Subscription)(nil)
+)
