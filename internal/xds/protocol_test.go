@@ -1,0 +1,462 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+const (
+	reviews = "outbound|9080||reviews.default.svc.cluster.local"
+	ratings = "outbound|7070||ratings.default.svc.cluster.local"
+)
+
+func baseStore() *model.Store {
+	st := model.NewStore()
+	st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.2"))
+	st.Update(service("ratings", "default", 7070), endpoints(7070, model.Healthy, "10.0.1.1"))
+	return st
+}
+
+func claAddrs(t *testing.T, r *discovery.DiscoveryResponse) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, a := range r.GetResources() {
+		var cla endpoint.ClusterLoadAssignment
+		if err := a.UnmarshalTo(&cla); err != nil {
+			t.Fatal(err)
+		}
+		var addrs []string
+		for _, l := range cla.GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+			}
+		}
+		slices.Sort(addrs)
+		out[cla.GetClusterName()] = addrs
+	}
+	return out
+}
+
+// TestSotwFlow follows one gRPC client through LDS, RDS, CDS and EDS,
+// ACKs, and checks that a change elsewhere sends it nothing while a
+// change of its endpoints sends only the changed ClusterLoadAssignment.
+func TestSotwFlow(t *testing.T) {
+	ts := startServer(t, baseStore())
+	a := openADS(t, dial(t, ts.addr), grpcNode("client-1", "default"), true)
+
+	a.send(ListenerType, []string{"reviews:9080"}, "", "", nil)
+	r := a.next()
+	if got := resourceNames(t, r); !slices.Equal(got, []string{"reviews:9080"}) || r.GetTypeUrl() != ListenerType {
+		t.Fatalf("LDS got %v", got)
+	}
+	a.ack(r, []string{"reviews:9080"})
+	for _, typ := range []string{RouteType, ClusterType} {
+		a.send(typ, []string{reviews}, "", "", nil)
+		r := a.next()
+		if got := resourceNames(t, r); !slices.Equal(got, []string{reviews}) || r.GetTypeUrl() != typ {
+			t.Fatalf("%s got %v", typ, got)
+		}
+		a.ack(r, []string{reviews})
+	}
+	a.send(EndpointType, []string{reviews, ratings}, "", "", nil)
+	r = a.next()
+	if got := claAddrs(t, r); len(got) != 2 || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.2"}) {
+		t.Fatalf("EDS got %v", got)
+	}
+	a.ack(r, []string{reviews, ratings})
+
+	// A service nobody watches changes, then ratings' endpoints change:
+	// the first thing the client gets is ratings' CLA alone.
+	ts.store.Update(service("other", "default", 1), nil)
+	ts.store.Update(service("ratings", "default", 7070), endpoints(7070, model.Healthy, "10.0.1.1", "10.0.1.2"))
+	r = a.next()
+	got := claAddrs(t, r)
+	if r.GetTypeUrl() != EndpointType || len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.1", "10.0.1.2"}) {
+		t.Fatalf("after endpoint change got %s %v", r.GetTypeUrl(), got)
+	}
+	a.ack(r, []string{reviews, ratings})
+
+	// Endpoints rewritten identically (new objects, same content) and an
+	// unrelated port of reviews: nothing; then reviews loses an endpoint.
+	ts.Push(pushOf(model.Event{Kind: model.EndpointsChanged, Hostname: "reviews.default.svc.cluster.local"}))
+	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1"))
+	r = a.next()
+	// A service change re-evaluates LDS, RDS, CDS too; only EDS changed.
+	if got := claAddrs(t, r); r.GetTypeUrl() != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1"}) {
+		t.Fatalf("got %s %v", r.GetTypeUrl(), got)
+	}
+	a.ack(r, []string{reviews, ratings})
+
+	// The service is deleted: LDS and CDS responses without it.
+	ts.store.Delete("reviews.default.svc.cluster.local")
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		r := a.next()
+		if r.GetTypeUrl() != ListenerType && r.GetTypeUrl() != ClusterType {
+			t.Fatalf("unexpected %s after delete", r.GetTypeUrl())
+		}
+		if n := len(r.GetResources()); n != 0 {
+			t.Fatalf("%s still has %d resources", r.GetTypeUrl(), n)
+		}
+		seen[r.GetTypeUrl()] = true
+		names := []string{reviews}
+		if r.GetTypeUrl() == ListenerType {
+			names = []string{"reviews:9080"}
+		}
+		a.ack(r, names)
+	}
+	// It comes back: listener, cluster and endpoints are sent again; the
+	// route configuration the client kept is the same and is not.
+	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.3"))
+	seen = map[string]bool{}
+	for len(seen) < 3 {
+		r := a.next()
+		seen[r.GetTypeUrl()] = true
+		if r.GetTypeUrl() == RouteType {
+			t.Fatal("unchanged route configuration resent")
+		}
+		if len(r.GetResources()) == 0 {
+			t.Fatalf("empty %s after re-adding", r.GetTypeUrl())
+		}
+		names := []string{reviews}
+		switch r.GetTypeUrl() {
+		case ListenerType:
+			names = []string{"reviews:9080"}
+		case EndpointType:
+			names = []string{reviews, ratings}
+		}
+		a.ack(r, names)
+	}
+}
+
+func pushOf(evs ...model.Event) pushRequest {
+	var r pushRequest
+	for _, e := range evs {
+		r.Add(e, timeNow())
+	}
+	return r
+}
+
+// TestNACK: a rejected version is logged with the client and the error,
+// not resent, and the next change is sent.
+func TestNACK(t *testing.T) {
+	ts := startServer(t, baseStore())
+	a := openADS(t, dial(t, ts.addr), grpcNode("nacker", "default"), true)
+	a.send(EndpointType, []string{reviews}, "", "", nil)
+	r := a.next()
+	a.send(EndpointType, []string{reviews}, "", r.GetNonce(), errors.New("bad endpoints, says the client"))
+	// Nothing is resent; the next response is the new endpoints.
+	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
+	r2 := a.next()
+	if got := claAddrs(t, r2); !slices.Equal(got[reviews], []string{"10.0.0.9"}) {
+		t.Fatalf("after NACK got %v", got)
+	}
+	if r2.GetVersionInfo() == r.GetVersionInfo() {
+		t.Fatal("version reused")
+	}
+	logs := ts.logs.String()
+	if !strings.Contains(logs, "client=nacker") || !strings.Contains(logs, "bad endpoints, says the client") || !strings.Contains(logs, "type=EDS") {
+		t.Fatalf("NACK not logged with client and detail:\n%s", logs)
+	}
+	if ts.NACKs() != 1 {
+		t.Fatalf("NACKs = %d", ts.NACKs())
+	}
+}
+
+// TestVersionsDifferAcrossInstances: two servers over the same model never
+// give the same version for a response.
+func TestVersionsDifferAcrossInstances(t *testing.T) {
+	st := baseStore()
+	var versions []string
+	for range 2 {
+		ts := startServer(t, st)
+		a := openADS(t, dial(t, ts.addr), grpcNode("c", "default"), true)
+		a.send(ClusterType, []string{reviews}, "", "", nil)
+		versions = append(versions, a.next().GetVersionInfo())
+	}
+	if versions[0] == versions[1] {
+		t.Fatalf("both servers answered version %q", versions[0])
+	}
+}
+
+// TestEnvoyWildcard: an Envoy node subscribing to everything gets every
+// cluster and every ClusterLoadAssignment, and no listeners; new services
+// appear and deleted ones go.
+func TestEnvoyWildcard(t *testing.T) {
+	ts := startServer(t, baseStore())
+	a := openADS(t, dial(t, ts.addr), envoyNode("sidecar~10.1.1.1~envoy.default~default.svc.cluster.local"), true)
+	a.send(ClusterType, nil, "", "", nil)
+	r := a.next()
+	if got := resourceNames(t, r); !slices.Equal(got, []string{ratings, reviews}) {
+		t.Fatalf("wildcard CDS %v", got)
+	}
+	a.ack(r, nil)
+	a.send(EndpointType, nil, "", "", nil)
+	r = a.next()
+	if got := claAddrs(t, r); len(got) != 2 {
+		t.Fatalf("wildcard EDS %v", got)
+	}
+	a.ack(r, nil)
+	a.send(ListenerType, nil, "", "", nil)
+	if r := a.next(); len(r.GetResources()) != 0 {
+		t.Fatalf("wildcard LDS for Envoy gave %d listeners", len(r.GetResources()))
+	} else {
+		a.ack(r, nil)
+	}
+	ts.store.Update(service("new", "default", 80), endpoints(80, model.Healthy, "10.0.2.1"))
+	seen := map[string][]string{}
+	for len(seen) < 2 {
+		r := a.next()
+		seen[r.GetTypeUrl()] = resourceNames(t, r)
+		a.ack(r, nil)
+	}
+	if !slices.Contains(seen[ClusterType], "outbound|80||new.default.svc.cluster.local") || len(seen[ClusterType]) != 3 {
+		t.Fatalf("CDS after add %v", seen[ClusterType])
+	}
+	if !slices.Contains(seen[EndpointType], "outbound|80||new.default.svc.cluster.local") {
+		t.Fatalf("EDS after add %v", seen[EndpointType])
+	}
+	ts.store.Delete("ratings.default.svc.cluster.local")
+	for {
+		r := a.next()
+		a.ack(r, nil)
+		if r.GetTypeUrl() == ClusterType {
+			if got := resourceNames(t, r); slices.Contains(got, ratings) || len(got) != 2 {
+				t.Fatalf("CDS after delete %v", got)
+			}
+			break
+		}
+	}
+}
+
+// TestDelta: delta ADS sends resources, then only what changed, and
+// removals.
+func TestDelta(t *testing.T) {
+	ts := startServer(t, baseStore())
+	cc := dial(t, ts.addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := make(chan *discovery.DeltaDiscoveryResponse, 10)
+	go func() {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				close(recv)
+				return
+			}
+			recv <- r
+		}
+	}()
+	next := func() *discovery.DeltaDiscoveryResponse {
+		t.Helper()
+		select {
+		case r, ok := <-recv:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			return r
+		case <-ctx.Done():
+		case <-timeAfter(wait):
+			t.Fatal("no delta response")
+		}
+		return nil
+	}
+	node := envoyNode("delta-envoy")
+	send := func(req *discovery.DeltaDiscoveryRequest) {
+		t.Helper()
+		req.Node = node
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local"}})
+	r := next()
+	var names []string
+	for _, res := range r.GetResources() {
+		names = append(names, res.GetName())
+		if res.GetVersion() == "" {
+			t.Errorf("%s has no version", res.GetName())
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{ratings, reviews}) {
+		t.Fatalf("delta CDS %v", names)
+	}
+	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: r.GetNonce()})
+
+	// ratings' port changes: only ratings' old cluster is removed and the
+	// client learns nothing about reviews.
+	svc := service("ratings", "default", 7071)
+	ts.store.Update(svc, endpoints(7071, model.Healthy, "10.0.1.1"))
+	r = next()
+	if len(r.GetResources()) != 0 || !slices.Equal(r.GetRemovedResources(), []string{ratings}) {
+		t.Fatalf("delta after port change: %d resources, removed %v", len(r.GetResources()), r.GetRemovedResources())
+	}
+	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: r.GetNonce()})
+
+	// Subscribing to one more name sends just it.
+	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"outbound|7071||ratings.default.svc.cluster.local"}})
+	r = next()
+	if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "outbound|7071||ratings.default.svc.cluster.local" {
+		t.Fatalf("delta after subscribe: %v", r.GetResources())
+	}
+}
+
+// TestREST serves REST-JSON discovery and answers 304 for a current
+// version.
+func TestREST(t *testing.T) {
+	ts := startServer(t, baseStore())
+	hs := httptest.NewServer(ts.RESTHandler())
+	defer hs.Close()
+	post := func(path, body string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Post(hs.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	code, body := post("/v3/discovery:clusters", `{"node":{"id":"rest-envoy"}}`)
+	if code != 200 {
+		t.Fatalf("clusters: %d %s", code, body)
+	}
+	var r discovery.DiscoveryResponse
+	if err := protojson.Unmarshal(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if got := resourceNames(t, &r); !slices.Equal(got, []string{ratings, reviews}) {
+		t.Fatalf("REST clusters %v", got)
+	}
+	code, _ = post("/v3/discovery:clusters", `{"node":{"id":"rest-envoy"},"version_info":"`+r.GetVersionInfo()+`"}`)
+	if code != http.StatusNotModified {
+		t.Fatalf("same version: %d", code)
+	}
+	code, body = post("/v3/discovery:listeners", `{"node":{"id":"g","metadata":{"NAMESPACE":"default","GENERATOR":"grpc"}},"resource_names":["reviews:9080"]}`)
+	if code != 200 || !strings.Contains(string(body), `"name":"reviews:9080"`) && !strings.Contains(string(body), `"name": "reviews:9080"`) {
+		t.Fatalf("listeners: %d %s", code, body)
+	}
+	code, body = post("/v3/discovery:endpoints", `{"node":{"id":"e"},"resource_names":["`+reviews+`"]}`)
+	if code != 200 || !strings.Contains(string(body), "10.0.0.2") {
+		t.Fatalf("endpoints: %d %s", code, body)
+	}
+	code, body = post("/v3/discovery:routes", `{"node":{"id":"e"},"resource_names":["`+reviews+`"]}`)
+	if code != 200 || !strings.Contains(string(body), "reviews.default:9080") {
+		t.Fatalf("routes: %d %s", code, body)
+	}
+	if code, _ := post("/v3/discovery:secrets", `{}`); code != http.StatusInternalServerError {
+		t.Fatalf("secrets: %d", code)
+	}
+	resp, err := http.Get(hs.URL + "/v3/discovery:clusters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+}
+
+// TestUnavailableBeforeReady: streams and REST are refused until Ready.
+func TestUnavailableBeforeReady(t *testing.T) {
+	var ready atomicBool
+	ts := startServer(t, baseStore(), func(o *Options) { o.Ready = ready.Load })
+	cc := dial(t, ts.addr)
+	a := openADS(t, cc, grpcNode("early", "default"), true)
+	_ = a.stream.Send(&discovery.DiscoveryRequest{Node: a.node, TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	select {
+	case err := <-a.errc:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("got %v, want Unavailable", err)
+		}
+	case r := <-a.recv:
+		t.Fatalf("got a response before ready: %v", r)
+	case <-timeAfter(wait):
+		t.Fatal("stream neither failed nor answered")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ds, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("delta: got %v, want Unavailable", err)
+	}
+	hs := httptest.NewServer(ts.RESTHandler())
+	defer hs.Close()
+	resp, err := http.Post(hs.URL+"/v3/discovery:clusters", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("REST before ready: %d", resp.StatusCode)
+	}
+
+	ready.Store(true)
+	b := openADS(t, cc, grpcNode("late", "default"), true)
+	b.send(ClusterType, []string{reviews}, "", "", nil)
+	if got := resourceNames(t, b.next()); !slices.Equal(got, []string{reviews}) {
+		t.Fatalf("after ready %v", got)
+	}
+}
+
+// TestSlowClient: a client that does not read (its stream blocked by flow
+// control on a large response) does not delay pushes to another client.
+func TestSlowClient(t *testing.T) {
+	st := baseStore()
+	big := make([]string, 4000)
+	for i := range big {
+		big[i] = "10.9." + itoa(i/250) + "." + itoa(i%250)
+	}
+	st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, big...))
+	ts := startServer(t, st)
+	cc := dial(t, ts.addr)
+	slow := openADS(t, cc, grpcNode("slow", "default"), false)
+	slow.send(EndpointType, []string{reviews}, "", "", nil)
+	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"), true)
+	fast.send(EndpointType, []string{reviews}, "", "", nil)
+	r := fast.next()
+	for i := range 20 {
+		fast.ack(r, []string{reviews})
+		st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, append(big[:0:0], big[i+1:]...)...))
+		r = fast.next()
+		if got := claAddrs(t, r); len(got[reviews]) != len(big)-i-1 {
+			t.Fatalf("push %d: fast client got %d endpoints", i, len(got[reviews]))
+		}
+	}
+	// The slow client still gets the latest state once it reads and ACKs.
+	var last *discovery.DiscoveryResponse
+	for {
+		m, err := slow.stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = m
+		if got := claAddrs(t, m); len(got[reviews]) == len(big)-20 {
+			break
+		}
+		slow.ack(m, []string{reviews})
+	}
+	_ = last
+}
