@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,7 +108,9 @@ func Start() (*Env, error) {
 	e := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		ControlPlaneStartTimeout: 60 * time.Second,
-		ControlPlaneStopTimeout:  30 * time.Second,
+		// kube-apiserver may wait long on SIGTERM for open watches; after
+		// this it is killed, which is a fair restart too.
+		ControlPlaneStopTimeout: 10 * time.Second,
 	}
 	// A fixed cert folder lets RestartAPIServer keep the same CA, so that
 	// clients made before a restart still trust the server after it.
@@ -150,9 +153,25 @@ func (e *Env) Stop() error {
 	return err
 }
 
-// StopAPIServer stops the API server alone; etcd keeps the data.
+// StopAPIServer stops the API server alone; etcd keeps the data. An API
+// server that does not stop in time is killed and waited for.
 func (e *Env) StopAPIServer() error {
-	return e.env.ControlPlane.GetAPIServer().Stop()
+	api := e.env.ControlPlane.GetAPIServer()
+	err := api.Stop()
+	if err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+		return err
+	}
+	addr := net.JoinHostPort(api.SecureServing.Address, api.SecureServing.Port)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		conn.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("testenv: kube-apiserver still listening on %s after stop", addr)
 }
 
 // StartAPIServer starts a stopped API server again on the same address,

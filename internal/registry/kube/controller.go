@@ -1,0 +1,348 @@
+// Package kube is meshpilot's Kubernetes registry: it watches Services,
+// EndpointSlices, Pods, Nodes and Namespaces through shared informers and
+// keeps a model.Store current.
+//
+// Informer handlers only turn events into service keys on a rate-limited
+// work queue; workers rebuild one service at a time from the listers. The
+// store compares each rebuild with what it holds, so only real changes
+// reach the event handlers.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Options configure a Controller.
+type Options struct {
+	// DomainSuffix ends every hostname; default "cluster.local".
+	DomainSuffix string
+	// Namespaces, when set, limits every list and watch to these
+	// namespaces: the API server sends nothing else.
+	Namespaces []string
+	// DiscoverySelectors, when set, keeps only the services of namespaces
+	// whose labels match at least one selector (label selector syntax,
+	// e.g. "env=prod,team in (a,b)"). The choice follows label changes.
+	DiscoverySelectors []string
+	// Workers is the number of goroutines rebuilding services; default 2.
+	Workers int
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// serviceKey names a Kubernetes Service; it is the work queue's item.
+type serviceKey struct{ namespace, name string }
+
+func (k serviceKey) String() string { return k.namespace + "/" + k.name }
+
+// Index names.
+const (
+	// slices by "<namespace>/<service name>".
+	indexSliceByService = "service"
+	// slices by the addresses ("ip:<addr>") and nodes ("node:<name>") of
+	// their endpoints, to find what a Pod or Node change affects.
+	indexSliceByRef = "ref"
+	// pods by "<ip>" and by "node:<name>".
+	indexPodByRef = "ref"
+)
+
+// namespacedInformers are the informers of one watch scope: one namespace,
+// or all namespaces ("").
+type namespacedInformers struct {
+	services cache.SharedIndexInformer
+	slices   cache.SharedIndexInformer
+	pods     cache.SharedIndexInformer
+}
+
+// Controller is the Kubernetes registry. Its model methods
+// (model.ServiceDiscovery) are safe for concurrent use at any time; Run
+// is called once.
+type Controller struct {
+	*model.Store
+
+	opts      Options
+	client    kubernetes.Interface
+	log       *slog.Logger
+	selectors []labels.Selector
+
+	factories  []informers.SharedInformerFactory
+	scopes     map[string]*namespacedInformers // by namespace; "" means all
+	nodes      cache.SharedIndexInformer
+	namespaces cache.SharedIndexInformer // nil without discovery selectors
+
+	registrations []cache.ResourceEventHandlerRegistration
+	queue         workqueue.TypedRateLimitingInterface[serviceKey]
+	synced        atomic.Bool
+	runOnce       sync.Once
+}
+
+// New builds a Controller; Run starts it.
+func New(client kubernetes.Interface, opts Options) (*Controller, error) {
+	if opts.DomainSuffix == "" {
+		opts.DomainSuffix = "cluster.local"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Controller{
+		Store:  model.NewStore(),
+		opts:   opts,
+		client: client,
+		log:    opts.Logger.With("registry", "kubernetes"),
+		scopes: map[string]*namespacedInformers{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[serviceKey](),
+			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: "meshpilot_services"}),
+	}
+	for _, s := range opts.DiscoverySelectors {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("discovery selector %q: %w", s, err)
+		}
+		c.selectors = append(c.selectors, sel)
+	}
+
+	transform := informers.WithTransform(stripObject)
+	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), transform)
+		c.factories = append(c.factories, f)
+		scope := &namespacedInformers{
+			services: f.Core().V1().Services().Informer(),
+			slices:   f.Discovery().V1().EndpointSlices().Informer(),
+			pods:     f.Core().V1().Pods().Informer(),
+		}
+		if err := scope.slices.AddIndexers(cache.Indexers{
+			indexSliceByService: sliceServiceIndex,
+			indexSliceByRef:     sliceRefIndex,
+		}); err != nil {
+			return nil, err
+		}
+		if err := scope.pods.AddIndexers(cache.Indexers{indexPodByRef: podRefIndex}); err != nil {
+			return nil, err
+		}
+		c.scopes[ns] = scope
+	}
+	cluster := informers.NewSharedInformerFactoryWithOptions(client, 0, transform)
+	c.factories = append(c.factories, cluster)
+	c.nodes = cluster.Core().V1().Nodes().Informer()
+	if len(c.selectors) > 0 {
+		c.namespaces = cluster.Core().V1().Namespaces().Informer()
+	}
+	if err := c.addHandlers(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// stripObject keeps in the informer caches only what conversion reads.
+func stripObject(obj any) (any, error) {
+	switch obj.(type) {
+	case *corev1.Pod:
+		return StripPod(obj)
+	case *corev1.Node:
+		return StripNode(obj)
+	}
+	return StripManagedFields(obj)
+}
+
+// Run starts the informers, builds the first model, then keeps it current
+// until ctx ends. It returns an error only when the caches cannot sync.
+func (c *Controller) Run(ctx context.Context) error {
+	started := false
+	c.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("kube registry: Run called twice")
+	}
+	defer c.queue.ShutDown()
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+	defer func() {
+		for _, f := range c.factories {
+			f.Shutdown()
+		}
+	}()
+
+	start := time.Now()
+	synced := make([]cache.InformerSynced, 0, len(c.registrations))
+	for _, r := range c.registrations {
+		synced = append(synced, r.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("kube registry: informer caches did not sync")
+	}
+
+	// Build the whole first model before saying we are synced. Keys queued
+	// meanwhile are rebuilt again by the workers; the store makes those
+	// rebuilds silent.
+	n := 0
+	for _, scope := range c.scopes {
+		for _, obj := range scope.services.GetStore().List() {
+			svc := obj.(*corev1.Service)
+			c.reconcile(serviceKey{svc.Namespace, svc.Name})
+			n++
+		}
+	}
+	c.synced.Store(true)
+	svcs, eps := c.Store.Len()
+	c.log.Info("kubernetes registry synced", "services", svcs, "endpoints", eps,
+		"kubernetesServices", n, "took", time.Since(start).Round(time.Millisecond))
+
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() {
+			for c.processNext() {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// HasSynced reports whether every informer and handler has seen its
+// initial list and the first model is built.
+func (c *Controller) HasSynced() bool { return c.synced.Load() }
+
+func (c *Controller) processNext() bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	c.reconcile(key)
+	c.queue.Forget(key)
+	return true
+}
+
+// reconcile rebuilds one service from the caches. It reads only local
+// caches, so it cannot fail; a missing or out-of-scope service is removed.
+func (c *Controller) reconcile(key serviceKey) {
+	hostname := Hostname(key.name, key.namespace, c.opts.DomainSuffix)
+	scope := c.scopeFor(key.namespace)
+	if scope == nil || !c.namespaceSelected(key.namespace) {
+		c.Store.Delete(hostname)
+		return
+	}
+	obj, exists, err := scope.services.GetIndexer().GetByKey(key.String())
+	if err != nil || !exists {
+		c.Store.Delete(hostname)
+		return
+	}
+	svc := ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
+	objs, _ := scope.slices.GetIndexer().ByIndex(indexSliceByService, key.String())
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		slices = append(slices, o.(*discoveryv1.EndpointSlice))
+	}
+	eps := BuildEndpoints(svc, slices, EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
+	if c.Store.Update(svc, eps) {
+		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
+	}
+}
+
+// scopeFor returns the informers that watch a namespace, or nil.
+func (c *Controller) scopeFor(namespace string) *namespacedInformers {
+	if s, ok := c.scopes[metav1.NamespaceAll]; ok {
+		return s
+	}
+	return c.scopes[namespace]
+}
+
+// namespaceSelected applies the discovery selectors. Without selectors
+// every watched namespace is selected.
+func (c *Controller) namespaceSelected(namespace string) bool {
+	if len(c.selectors) == 0 {
+		return true
+	}
+	obj, exists, err := c.namespaces.GetIndexer().GetByKey(namespace)
+	if err != nil || !exists {
+		return false
+	}
+	set := labels.Set(obj.(*corev1.Namespace).Labels)
+	for _, sel := range c.selectors {
+		if sel.Matches(set) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Controller) pod(namespace, name string) *corev1.Pod {
+	scope := c.scopeFor(namespace)
+	if scope == nil {
+		return nil
+	}
+	obj, exists, err := scope.pods.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	return obj.(*corev1.Pod)
+}
+
+// podByIP finds the pod that holds ip. Finished pods may keep an IP that
+// a new pod already reuses, so they are passed over; ties go to the first
+// name so that the answer is stable.
+func (c *Controller) podByIP(ip string) *corev1.Pod {
+	var found *corev1.Pod
+	for _, scope := range c.scopes {
+		objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
+		for _, o := range objs {
+			p := o.(*corev1.Pod)
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			if found == nil || p.Name < found.Name {
+				found = p
+			}
+		}
+	}
+	return found
+}
+
+func (c *Controller) node(name string) *corev1.Node {
+	obj, exists, err := c.nodes.GetIndexer().GetByKey(name)
+	if err != nil || !exists {
+		return nil
+	}
+	return obj.(*corev1.Node)
+}
+
+// WorkloadByIP returns the pod that holds ip, read live from the cache.
+func (c *Controller) WorkloadByIP(ip string) *model.Workload {
+	p := c.podByIP(ip)
+	if p == nil {
+		return nil
+	}
+	return ConvertWorkload(p, c.node(p.Spec.NodeName))
+}
+
+var _ model.Controller = (*Controller)(nil)

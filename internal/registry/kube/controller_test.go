@@ -1,0 +1,549 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const waitTimeout = 20 * time.Second
+
+// recorder keeps the change events a controller emits.
+type recorder struct {
+	mu     sync.Mutex
+	events []model.Event
+}
+
+func (r *recorder) add(ev model.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+// take returns and forgets the events recorded so far for a namespace.
+func (r *recorder) take(namespace string) []model.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out, rest []model.Event
+	for _, ev := range r.events {
+		if ev.Namespace == namespace {
+			out = append(out, ev)
+		} else {
+			rest = append(rest, ev)
+		}
+	}
+	r.events = rest
+	return out
+}
+
+func startController(t *testing.T, opts Options) (*Controller, *recorder) {
+	t.Helper()
+	c, err := New(env.Client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	c.AppendEventHandler(rec.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
+	return c, rec
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitEvents waits until the recorder holds the wanted events for ns (in
+// order, nothing else) and then checks that no further event follows soon.
+func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
+	t.Helper()
+	var got []model.Event
+	eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
+		got = append(got, rec.take(ns)...)
+		return len(got) >= len(want), fmt.Sprintf("got %v", got)
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func mustCreateService(t *testing.T, ns, name string, ports ...corev1.ServicePort) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec:       corev1.ServiceSpec{Ports: ports, Selector: map[string]string{"app": name}},
+	}
+	out, err := env.Client.CoreV1().Services(ns).Create(ctx(t), svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating service %s/%s: %v", ns, name, err)
+	}
+	return out
+}
+
+type sliceEndpoint struct {
+	ip, pod, node string
+	ready         *bool
+	serving, term *bool
+	zone          string
+}
+
+func slice(ns, name, service string, port int32, portName string, eps ...sliceEndpoint) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, e := range eps {
+		ep := discoveryv1.Endpoint{
+			Addresses:  []string{e.ip},
+			Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.term},
+		}
+		if e.pod != "" {
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: e.pod}
+		}
+		if e.node != "" {
+			ep.NodeName = ptr.To(e.node)
+		}
+		if e.zone != "" {
+			ep.Zone = ptr.To(e.zone)
+		}
+		s.Endpoints = append(s.Endpoints, ep)
+	}
+	return s
+}
+
+func mustCreateSlice(t *testing.T, s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	out, err := env.Client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx(t), s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating slice %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	return out
+}
+
+func mustUpdateSlice(t *testing.T, s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	cur, err := env.Client.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx(t), s.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ResourceVersion = cur.ResourceVersion
+	out, err := env.Client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx(t), s, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("updating slice %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	return out
+}
+
+// mustCreatePod creates a pod and sets its status as a kubelet would.
+func mustCreatePod(t *testing.T, ns, name, ip, node string, labels map[string]string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName:           node,
+			ServiceAccountName: "sa-" + name,
+			Containers:         []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}},
+		},
+	}
+	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
+	}
+	created.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		PodIP:      ip,
+		PodIPs:     []corev1.PodIP{{IP: ip}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+	}
+	out, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("setting status of pod %s/%s: %v", ns, name, err)
+	}
+	return out
+}
+
+func mustCreateNode(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx(t), node, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+func nodeName(t *testing.T, suffix string) string {
+	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + suffix
+}
+
+// endpointsOf renders the endpoints of a service port as comparable text.
+func endpointsOf(c *Controller, host model.Hostname, port int32) string {
+	var parts []string
+	for _, ep := range c.Endpoints(host, port, nil) {
+		parts = append(parts, fmt.Sprintf("%s:%d %s %s", ep.Address, ep.Port, ep.Health, ep.Locality))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func waitEndpoints(t *testing.T, c *Controller, host model.Hostname, port int32, want string) {
+	t.Helper()
+	eventually(t, "endpoints of "+string(host), func() (bool, string) {
+		got := endpointsOf(c, host, port)
+		return got == want, fmt.Sprintf("got %q, want %q", got, want)
+	})
+}
+
+var grpcPort = corev1.ServicePort{Name: "grpc-api", Port: 8080, TargetPort: intstr.FromInt32(9090)}
+
+func TestServiceAndEndpointsLifecycle(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	node := nodeName(t, "n1")
+	mustCreateNode(t, node, map[string]string{
+		corev1.LabelTopologyRegion: "eu-west", corev1.LabelTopologyZone: "eu-west-1a", "topology.istio.io/subzone": "rack1"})
+	mustCreatePod(t, ns, "api-1", "192.0.2.1", node, map[string]string{"app": "api", "version": "v1"})
+
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("api", ns, "cluster.local")
+
+	mustCreateService(t, ns, "api", grpcPort)
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns})
+	svc := c.GetService(host)
+	if svc == nil || len(svc.Ports) != 1 || svc.Ports[0].Protocol != model.GRPC || svc.Resolution != model.ClientSideLB || len(svc.ClusterIPs) != 1 {
+		t.Fatalf("service = %+v", svc)
+	}
+
+	s := mustCreateSlice(t, slice(ns, "api-abc", "api", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.1", pod: "api-1", node: node},
+		sliceEndpoint{ip: "192.0.2.2", ready: ptr.To(false)}))
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+	waitEndpoints(t, c, host, 8080, "192.0.2.1:9090 HEALTHY eu-west/eu-west-1a/rack1, 192.0.2.2:9090 UNHEALTHY ")
+	ep := c.Endpoints(host, 8080, model.Labels{"version": "v1"})
+	if len(ep) != 1 || ep[0].PodName != "api-1" || ep[0].ServiceAccount != "sa-api-1" || ep[0].NodeName != node ||
+		ep[0].Labels[corev1.LabelTopologyZone] != "eu-west-1a" {
+		t.Fatalf("endpoints selected by version=v1: %+v", ep)
+	}
+	if w := c.WorkloadByIP("192.0.2.1"); w == nil || w.Name != "api-1" || w.Locality.Zone != "eu-west-1a" {
+		t.Fatalf("WorkloadByIP = %+v", w)
+	}
+
+	// Ready, then not ready but serving and terminating: draining.
+	s.Endpoints[1].Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+	s = mustUpdateSlice(t, s)
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+	waitEndpoints(t, c, host, 8080, "192.0.2.1:9090 HEALTHY eu-west/eu-west-1a/rack1, 192.0.2.2:9090 DRAINING ")
+
+	// A port change is a service change.
+	svcObj, err := env.Client.CoreV1().Services(ns).Get(ctx(t), "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcObj.Spec.Ports = append(svcObj.Spec.Ports, corev1.ServicePort{Name: "http-metrics", Port: 9000})
+	if _, err := env.Client.CoreV1().Services(ns).Update(ctx(t), svcObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns})
+	if p, ok := c.GetService(host).PortByNumber(9000); !ok || p.Protocol != model.HTTP {
+		t.Fatalf("new port = %+v %v", p, ok)
+	}
+
+	// Deleting the slice empties the endpoints; deleting the service removes it.
+	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx(t), s.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+	waitEndpoints(t, c, host, 8080, "")
+	if err := env.Client.CoreV1().Services(ns).Delete(ctx(t), "api", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceDeleted, Hostname: host, Namespace: ns})
+	if c.GetService(host) != nil {
+		t.Fatal("service still in the model after delete")
+	}
+}
+
+func TestPodArrivesAfterItsSlice(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("late", ns, "cluster.local")
+	mustCreateService(t, ns, "late", grpcPort)
+	mustCreateSlice(t, slice(ns, "late-1", "late", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.10", pod: "late-1", zone: "slice-zone"}))
+	waitEndpoints(t, c, host, 8080, "192.0.2.10:9090 HEALTHY /slice-zone/")
+	rec.take(ns)
+	if ep := c.Endpoints(host, 8080, nil); ep[0].ServiceAccount != "" || ep[0].Labels["app"] != "" {
+		t.Fatalf("endpoint has pod data before the pod exists: %+v", ep[0])
+	}
+
+	mustCreatePod(t, ns, "late-1", "192.0.2.10", "", map[string]string{"app": "late", "istio-locality": "us.us-east-1b.r7"})
+	waitEndpoints(t, c, host, 8080, "192.0.2.10:9090 HEALTHY us/us-east-1b/r7")
+	ep := c.Endpoints(host, 8080, nil)[0]
+	if ep.ServiceAccount != "sa-late-1" || ep.Labels["app"] != "late" {
+		t.Fatalf("endpoint after the pod arrived: %+v", ep)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+}
+
+func TestNodeZoneChangeMovesLocality(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	node := nodeName(t, "n")
+	mustCreateNode(t, node, map[string]string{corev1.LabelTopologyRegion: "r1", corev1.LabelTopologyZone: "z1"})
+	mustCreatePod(t, ns, "p1", "192.0.2.20", node, map[string]string{"app": "zoned"})
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("zoned", ns, "cluster.local")
+	mustCreateService(t, ns, "zoned", grpcPort)
+	mustCreateSlice(t, slice(ns, "zoned-1", "zoned", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.20", pod: "p1", node: node}))
+	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z1/")
+	rec.take(ns)
+
+	n, err := env.Client.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[corev1.LabelTopologyZone] = "z2"
+	if _, err := env.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z2/")
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+
+	// A node update that touches nothing we read changes nothing.
+	n, _ = env.Client.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
+	n.Spec.Unschedulable = true
+	if _, err := env.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	assertQuiet(t, rec, ns)
+}
+
+// assertQuiet checks that no event for ns arrives within a second. An
+// absence cannot be awaited, so this is the one place a test waits for a
+// fixed time; a late event would fail a later assertion anyway.
+func assertQuiet(t *testing.T, rec *recorder, ns string) {
+	t.Helper()
+	time.Sleep(time.Second)
+	if got := rec.take(ns); len(got) > 0 {
+		t.Fatalf("unexpected events: %v", got)
+	}
+}
+
+func TestServiceWithTwoSlicesMerges(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, _ := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("two", ns, "cluster.local")
+	mustCreateService(t, ns, "two", grpcPort)
+	mustCreateSlice(t, slice(ns, "two-a", "two", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.31"}, sliceEndpoint{ip: "192.0.2.32"}))
+	mustCreateSlice(t, slice(ns, "two-b", "two", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.33"}, sliceEndpoint{ip: "192.0.2.32", ready: ptr.To(false)}))
+	// 192.0.2.32 is in both slices (a pod moving between them): one
+	// endpoint, the healthier state wins.
+	waitEndpoints(t, c, host, 8080, "192.0.2.31:9090 HEALTHY , 192.0.2.32:9090 HEALTHY , 192.0.2.33:9090 HEALTHY ")
+	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx(t), "two-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, c, host, 8080, "192.0.2.32:9090 UNHEALTHY , 192.0.2.33:9090 HEALTHY ")
+}
+
+func TestHeadlessAndExternalName(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, _ := startController(t, Options{Namespaces: []string{ns}, DomainSuffix: "mesh.example"})
+	headless := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "tcp-db", Port: 5432}}},
+	}
+	ext := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "search", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "search.example.com", Ports: []corev1.ServicePort{{Name: "https", Port: 443}}},
+	}
+	for _, s := range []*corev1.Service{headless, ext} {
+		if _, err := env.Client.CoreV1().Services(ns).Create(ctx(t), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreateSlice(t, slice(ns, "db-1", "db", 5432, "tcp-db", sliceEndpoint{ip: "192.0.2.40"}))
+	dbHost := model.Hostname("db." + ns + ".svc.mesh.example")
+	waitEndpoints(t, c, dbHost, 5432, "192.0.2.40:5432 HEALTHY ")
+	if s := c.GetService(dbHost); s.Resolution != model.Passthrough || len(s.ClusterIPs) != 0 || s.Ports[0].Protocol != model.TCP {
+		t.Fatalf("headless service = %+v", s)
+	}
+	extHost := model.Hostname("search." + ns + ".svc.mesh.example")
+	eventually(t, "external name service", func() (bool, string) {
+		s := c.GetService(extHost)
+		return s != nil && s.Resolution == model.DNSAlias && s.ExternalName == "search.example.com", fmt.Sprintf("%+v", s)
+	})
+}
+
+func TestNamespaceListScope(t *testing.T) {
+	in := env.Namespace(t, nil)
+	out := env.Namespace(t, nil)
+	mustCreateService(t, out, "hidden", grpcPort)
+	mustCreatePod(t, out, "hidden-1", "192.0.2.50", "", nil)
+	c, _ := startController(t, Options{Namespaces: []string{in}})
+	mustCreateService(t, in, "shown", grpcPort)
+	eventually(t, "service in scope", func() (bool, string) {
+		return c.GetService(Hostname("shown", in, "cluster.local")) != nil, "missing"
+	})
+	if c.GetService(Hostname("hidden", out, "cluster.local")) != nil {
+		t.Fatal("service outside --namespaces is in the model")
+	}
+	// The API server sent nothing of the other namespace: the caches hold
+	// only objects of the listed one.
+	for ns, scope := range c.scopes {
+		if ns != in {
+			t.Fatalf("informers for namespace %q exist", ns)
+		}
+		for _, obj := range append(scope.services.GetStore().List(), scope.pods.GetStore().List()...) {
+			if m := obj.(metav1.Object); m.GetNamespace() != in {
+				t.Fatalf("cache holds %s/%s from outside the scope", m.GetNamespace(), m.GetName())
+			}
+		}
+	}
+	if c.WorkloadByIP("192.0.2.50") != nil {
+		t.Fatal("pod outside --namespaces is visible")
+	}
+}
+
+func TestDiscoverySelectorsFollowLabels(t *testing.T) {
+	prod := env.Namespace(t, map[string]string{"env": "prod"})
+	dev := env.Namespace(t, map[string]string{"env": "dev"})
+	mustCreateService(t, prod, "a", grpcPort)
+	mustCreateService(t, dev, "b", grpcPort)
+	c, rec := startController(t, Options{DiscoverySelectors: []string{"env=prod", "team in (x,y)"}})
+	hostA, hostB := Hostname("a", prod, "cluster.local"), Hostname("b", dev, "cluster.local")
+	if c.GetService(hostA) == nil || c.GetService(hostB) != nil {
+		t.Fatalf("after sync: a=%v b=%v, want only a", c.GetService(hostA), c.GetService(hostB))
+	}
+	rec.take(prod)
+	rec.take(dev)
+
+	relabel := func(ns string, labels map[string]string) {
+		t.Helper()
+		obj, err := env.Client.CoreV1().Namespaces().Get(ctx(t), ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj.Labels = labels
+		if _, err := env.Client.CoreV1().Namespaces().Update(ctx(t), obj, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// dev matches the second selector now: its service appears.
+	relabel(dev, map[string]string{"env": "dev", "team": "y"})
+	waitEvents(t, rec, dev, model.Event{Kind: model.ServiceChanged, Hostname: hostB, Namespace: dev})
+	// prod matches nothing now: its service disappears.
+	relabel(prod, map[string]string{"env": "staging"})
+	waitEvents(t, rec, prod, model.Event{Kind: model.ServiceDeleted, Hostname: hostA, Namespace: prod})
+	if c.GetService(hostA) != nil || c.GetService(hostB) == nil {
+		t.Fatal("model does not follow the namespace labels")
+	}
+	// New objects in an unselected namespace stay out.
+	mustCreateService(t, prod, "a2", grpcPort)
+	assertQuiet(t, rec, prod)
+}
+
+func TestSyncedMeansModelBuilt(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	for i := range 20 {
+		name := fmt.Sprintf("s%d", i)
+		mustCreateService(t, ns, name, grpcPort)
+		mustCreateSlice(t, slice(ns, name, name, 9090, "grpc-api", sliceEndpoint{ip: fmt.Sprintf("192.0.2.%d", 100+i)}))
+	}
+	c, err := New(env.Client, Options{Namespaces: []string{ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HasSynced() {
+		t.Fatal("synced before Run")
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "synced", func() (bool, string) { return c.HasSynced(), "" })
+	// The moment it says synced, the whole model is there.
+	if svcs, eps := c.Len(); svcs != 20 || eps != 20 {
+		t.Fatalf("at sync: %d services, %d endpoints; want 20, 20", svcs, eps)
+	}
+}
+
+func TestBadSelectorIsAnError(t *testing.T) {
+	_, err := New(env.Client, Options{DiscoverySelectors: []string{"env in (a"}})
+	if err == nil || !strings.Contains(err.Error(), "env in (a") {
+		t.Fatalf("err = %v, want one naming the selector", err)
+	}
+}
+
+// TestAPIServerRestart stops and restarts the API server under a running
+// controller: it must reconnect, relist, end with the API's state, and
+// emit nothing for objects that did not change.
+func TestAPIServerRestart(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("steady", ns, "cluster.local")
+	mustCreateService(t, ns, "steady", grpcPort)
+	mustCreateSlice(t, slice(ns, "steady-1", "steady", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.60"}))
+	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
+	rec.take(ns)
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	// A change after the restart arrives: the watches are back.
+	mustCreateService(t, ns, "after", grpcPort)
+	after := Hostname("after", ns, "cluster.local")
+	eventually(t, "service created after the restart", func() (bool, string) {
+		return c.GetService(after) != nil, "missing"
+	})
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns})
+	assertQuiet(t, rec, ns)
+	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
+}

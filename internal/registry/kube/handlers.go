@@ -1,0 +1,237 @@
+package kube
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// addHandlers registers the event handlers. Each handler only finds the
+// services an event affects and queues their keys.
+func (c *Controller) addHandlers() error {
+	add := func(inf cache.SharedIndexInformer, enqueue func(obj any)) error {
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue,
+			UpdateFunc: func(oldObj, newObj any) {
+				// A relist (after 410 Gone or a reconnect) replays every
+				// object as an update: unchanged ones must cost nothing.
+				if unchanged(oldObj, newObj) {
+					return
+				}
+				enqueue(oldObj)
+				enqueue(newObj)
+			},
+			DeleteFunc: func(obj any) {
+				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tomb.Obj
+				}
+				enqueue(obj)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		c.registrations = append(c.registrations, reg)
+		return nil
+	}
+	for _, scope := range c.scopes {
+		if err := add(scope.services, c.enqueueService); err != nil {
+			return err
+		}
+		if err := add(scope.slices, c.enqueueSlice); err != nil {
+			return err
+		}
+		if err := add(scope.pods, c.enqueuePod); err != nil {
+			return err
+		}
+	}
+	if err := add(c.nodes, c.enqueueNode); err != nil {
+		return err
+	}
+	if c.namespaces != nil {
+		if err := c.addNamespaceHandler(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unchanged reports whether an update cannot change the model: the same
+// resourceVersion, or a Node whose labels (all we read of it) are the same.
+// Node heartbeats would otherwise rebuild every service on the node.
+func unchanged(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return false
+	}
+	if o.GetResourceVersion() == n.GetResourceVersion() {
+		return true
+	}
+	if on, ok := oldObj.(*corev1.Node); ok {
+		return maps.Equal(on.Labels, newObj.(*corev1.Node).Labels)
+	}
+	return false
+}
+
+func (c *Controller) enqueueService(obj any) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		c.queue.Add(serviceKey{svc.Namespace, svc.Name})
+	}
+}
+
+func (c *Controller) enqueueSlice(obj any) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	if name := slice.Labels[discoveryv1.LabelServiceName]; name != "" {
+		c.queue.Add(serviceKey{slice.Namespace, name})
+	}
+}
+
+// enqueuePod queues the services whose slices hold one of the pod's IPs:
+// the pod gives their endpoints labels, locality and service account, and
+// it may arrive after the slice that names it.
+func (c *Controller) enqueuePod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	scope := c.scopeFor(pod.Namespace)
+	if scope == nil {
+		return
+	}
+	for _, ip := range podIPs(pod) {
+		c.enqueueSlicesByRef(scope, "ip:"+ip)
+	}
+}
+
+// enqueueNode queues the services with endpoints on the node: node labels
+// give endpoints their locality.
+func (c *Controller) enqueueNode(obj any) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	for _, scope := range c.scopes {
+		c.enqueueSlicesByRef(scope, "node:"+node.Name)
+		pods, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, "node:"+node.Name)
+		for _, p := range pods {
+			for _, ip := range podIPs(p.(*corev1.Pod)) {
+				c.enqueueSlicesByRef(scope, "ip:"+ip)
+			}
+		}
+	}
+}
+
+func (c *Controller) enqueueSlicesByRef(scope *namespacedInformers, ref string) {
+	objs, _ := scope.slices.GetIndexer().ByIndex(indexSliceByRef, ref)
+	for _, o := range objs {
+		c.enqueueSlice(o)
+	}
+}
+
+// addNamespaceHandler follows namespace labels: when a namespace's
+// selection may have changed, all its services are rebuilt, which adds or
+// removes them.
+func (c *Controller) addNamespaceHandler() error {
+	enqueueAll := func(obj any) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok {
+			return
+		}
+		scope := c.scopeFor(ns.Name)
+		if scope == nil {
+			return
+		}
+		objs, _ := scope.services.GetIndexer().ByIndex(cache.NamespaceIndex, ns.Name)
+		for _, o := range objs {
+			c.enqueueService(o)
+		}
+	}
+	reg, err := c.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueAll,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Namespace)
+			n, ok2 := newObj.(*corev1.Namespace)
+			if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) {
+				return
+			}
+			enqueueAll(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			enqueueAll(obj)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	c.registrations = append(c.registrations, reg)
+	return nil
+}
+
+func podIPs(p *corev1.Pod) []string {
+	var ips []string
+	for _, ip := range p.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = append(ips, p.Status.PodIP)
+	}
+	return ips
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{slice.Namespace + "/" + name}, nil
+}
+
+func sliceRefIndex(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	var refs []string
+	seen := map[string]bool{}
+	addRef := func(r string) {
+		if !seen[r] {
+			seen[r] = true
+			refs = append(refs, r)
+		}
+	}
+	for _, ep := range slice.Endpoints {
+		for _, a := range ep.Addresses {
+			addRef("ip:" + a)
+		}
+		if ep.NodeName != nil && *ep.NodeName != "" {
+			addRef("node:" + *ep.NodeName)
+		}
+	}
+	return refs, nil
+}
+
+func podRefIndex(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	refs := podIPs(pod)
+	if pod.Spec.NodeName != "" {
+		refs = append(refs, "node:"+pod.Spec.NodeName)
+	}
+	return refs, nil
+}
