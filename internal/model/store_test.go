@@ -1,0 +1,133 @@
+package model
+
+import (
+	"slices"
+	"sync"
+	"testing"
+)
+
+func svc(name string, ports ...Port) *Service {
+	return &Service{Hostname: Hostname(name + ".ns.svc.cluster.local"), Name: name, Namespace: "ns", Ports: ports}
+}
+
+func ep(addr string, port uint32, portName string, h Health) *Endpoint {
+	return &Endpoint{Address: addr, Port: port, ServicePortName: portName, Health: h, Labels: map[string]string{"app": "a"}}
+}
+
+func TestStoreReportsOnlyRealChanges(t *testing.T) {
+	s := NewStore()
+	var got []Event
+	s.AppendEventHandler(func(e Event) { got = append(got, e) })
+	grpc := Port{Name: "grpc", Port: 8080, Protocol: GRPC}
+	host := Hostname("a.ns.svc.cluster.local")
+
+	steps := []struct {
+		name string
+		do   func() bool
+		want []EventKind
+	}{
+		{"add", func() bool { return s.Update(svc("a", grpc), []*Endpoint{ep("10.0.0.1", 9090, "grpc", Healthy)}) }, []EventKind{ServiceChanged}},
+		{"same content again", func() bool { return s.Update(svc("a", grpc), []*Endpoint{ep("10.0.0.1", 9090, "grpc", Healthy)}) }, nil},
+		{"endpoint order differs only", func() bool {
+			return s.Update(svc("a", grpc), []*Endpoint{ep("10.0.0.2", 9090, "grpc", Healthy), ep("10.0.0.1", 9090, "grpc", Healthy)})
+		}, []EventKind{EndpointsChanged}},
+		{"same set, other order", func() bool {
+			return s.Update(svc("a", grpc), []*Endpoint{ep("10.0.0.1", 9090, "grpc", Healthy), ep("10.0.0.2", 9090, "grpc", Healthy)})
+		}, nil},
+		{"health change", func() bool {
+			return s.Update(svc("a", grpc), []*Endpoint{ep("10.0.0.1", 9090, "grpc", Draining), ep("10.0.0.2", 9090, "grpc", Healthy)})
+		}, []EventKind{EndpointsChanged}},
+		{"port change", func() bool {
+			return s.Update(svc("a", Port{Name: "grpc", Port: 8081, Protocol: GRPC}), []*Endpoint{ep("10.0.0.1", 9090, "grpc", Draining)})
+		}, []EventKind{ServiceChanged}},
+		{"delete", func() bool { return s.Delete(host) }, []EventKind{ServiceDeleted}},
+		{"delete again", func() bool { return s.Delete(host) }, nil},
+	}
+	for _, st := range steps {
+		got = nil
+		changed := st.do()
+		var kinds []EventKind
+		for _, e := range got {
+			if e.Hostname != host || e.Namespace != "ns" {
+				t.Errorf("%s: event %+v names the wrong service", st.name, e)
+			}
+			kinds = append(kinds, e.Kind)
+		}
+		if !slices.Equal(kinds, st.want) || changed != (len(st.want) > 0) {
+			t.Errorf("%s: events %v changed=%v, want %v", st.name, kinds, changed, st.want)
+		}
+	}
+}
+
+func TestStoreEndpointsByPortAndSelector(t *testing.T) {
+	s := NewStore()
+	host := Hostname("a.ns.svc.cluster.local")
+	s.Update(svc("a", Port{Name: "grpc", Port: 8080}, Port{Name: "http", Port: 80}), []*Endpoint{
+		ep("10.0.0.2", 9090, "grpc", Healthy), ep("10.0.0.1", 9090, "grpc", Healthy), ep("10.0.0.1", 8000, "http", Healthy),
+		{Address: "10.0.0.3", Port: 9090, ServicePortName: "grpc", Labels: map[string]string{"app": "b"}},
+	})
+	addrs := func(eps []*Endpoint) []string {
+		var out []string
+		for _, e := range eps {
+			out = append(out, e.Address)
+		}
+		return out
+	}
+	if got := addrs(s.Endpoints(host, 8080, nil)); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
+		t.Errorf("port 8080: %v", got)
+	}
+	if got := addrs(s.Endpoints(host, 8080, Labels{"app": "b"})); !slices.Equal(got, []string{"10.0.0.3"}) {
+		t.Errorf("port 8080 app=b: %v", got)
+	}
+	if got := s.Endpoints(host, 80, nil); len(got) != 1 || got[0].Port != 8000 {
+		t.Errorf("port 80: %+v", got)
+	}
+	if got := s.Endpoints(host, 1, nil); got != nil {
+		t.Errorf("unknown port: %v", got)
+	}
+	if got := s.Endpoints("nope", 8080, nil); got != nil {
+		t.Errorf("unknown service: %v", got)
+	}
+	if n, e := s.Len(); n != 1 || e != 4 {
+		t.Errorf("Len = %d, %d", n, e)
+	}
+}
+
+func TestStoreConcurrentReadersAndWriters(t *testing.T) {
+	s := NewStore()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				name := string(rune('a' + w))
+				s.Update(svc(name, Port{Name: "grpc", Port: 8080}), []*Endpoint{ep("10.0.0.1", uint32(9000+i), "grpc", Healthy)})
+				_ = s.Services()
+				_ = s.Endpoints(Hostname(name+".ns.svc.cluster.local"), 8080, nil)
+			}
+		})
+	}
+	wg.Wait()
+	if n, _ := s.Len(); n != 4 {
+		t.Fatalf("services = %d, want 4", n)
+	}
+}
+
+func TestParseLocality(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Locality
+	}{
+		{"", Locality{}},
+		{"us", Locality{Region: "us"}},
+		{"us/us-east1", Locality{Region: "us", Zone: "us-east1"}},
+		{"us/us-east1/rack1", Locality{"us", "us-east1", "rack1"}},
+		{"us.us-east1.rack1", Locality{"us", "us-east1", "rack1"}},
+	} {
+		if got := ParseLocality(tc.in); got != tc.want {
+			t.Errorf("ParseLocality(%q) = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+	if s := (Locality{"us", "z", ""}).String(); s != "us/z/" {
+		t.Errorf("String = %q", s)
+	}
+}
