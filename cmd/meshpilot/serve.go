@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/meshpilot/meshpilot/internal/kubeclient"
+	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/server"
+)
+
+type serveFlags struct {
+	kubeconfig         string
+	namespaces         []string
+	discoverySelectors []string
+	domainSuffix       string
+	xdsAddr, httpAddr  string
+	xdsCert, xdsKey    string
+	xdsClientCA        string
+	debounceAfter      time.Duration
+	debounceMax        time.Duration
+	debounceLeading    bool
+	workers            int
+}
+
+func newServeCommand() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Watch a Kubernetes cluster and serve its services over xDS",
+		Long: `serve watches Services, EndpointSlices, Pods, Nodes (and Namespaces with
+--discovery-selectors) of a Kubernetes cluster and serves them over xDS
+(ADS state of the world and delta, per-type services, REST-JSON) to
+proxyless gRPC clients and Envoy. Every change is pushed, debounced, to the
+clients that need it.
+
+The cluster comes from --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
+else the in-cluster service account.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all)")
+	fl.StringArrayVar(&f.discoverySelectors, "discovery-selectors", nil,
+		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched; follows label changes")
+	fl.StringVar(&f.domainSuffix, "domain-suffix", "cluster.local", "cluster domain that ends every service hostname")
+	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
+	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz and REST-JSON discovery")
+	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
+	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
+	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")
+	fl.DurationVar(&f.debounceAfter, "debounce-after", push.DefaultDebounceAfter, "quiet period that ends a burst of changes before a push")
+	fl.DurationVar(&f.debounceMax, "debounce-max", push.DefaultDebounceMax, "longest a change waits for a push during a steady stream of changes")
+	fl.BoolVar(&f.debounceLeading, "debounce-leading-edge", true, "push an isolated change at once, without waiting for the quiet period; bursts are still merged")
+	fl.IntVar(&f.workers, "workers", 2, "goroutines rebuilding services after Kubernetes events")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, f serveFlags) error {
+	log := logger(cmd)
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	cfg, source, err := kubeclient.Load(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := kubeclient.Check(ctx, cfg); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a Kubernetes client from %s: %w", source, err)
+	}
+	log.Info("connected to Kubernetes", "apiserver", cfg.Host, "config", source)
+
+	reg, err := kube.New(client, kube.Options{
+		DomainSuffix:       f.domainSuffix,
+		Namespaces:         f.namespaces,
+		DiscoverySelectors: f.discoverySelectors,
+		Workers:            f.workers,
+		Logger:             log,
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Options{
+		Registry:     reg,
+		DomainSuffix: f.domainSuffix,
+		XDSAddr:      f.xdsAddr,
+		HTTPAddr:     f.httpAddr,
+		XDSCert:      f.xdsCert,
+		XDSKey:       f.xdsKey,
+		XDSClientCA:  f.xdsClientCA,
+		Debounce:     push.Options{DebounceAfter: f.debounceAfter, DebounceMax: f.debounceMax, LeadingEdge: f.debounceLeading},
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
