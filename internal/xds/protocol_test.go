@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -459,4 +461,64 @@ func TestSlowClient(t *testing.T) {
 		slow.ack(m, []string{reviews})
 	}
 	_ = last
+}
+
+// TestDisconnectLeavesNoState: once clients go, no watch is left; shared
+// resources of deleted services go too.
+func TestDisconnectLeavesNoState(t *testing.T) {
+	ts := startServer(t, baseStore())
+	cc := dial(t, ts.addr)
+	var streams []*adsStream
+	for i := range 5 {
+		a := openADS(t, cc, grpcNode("c"+itoa(i), "default"), true)
+		for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+			names := []string{reviews, ratings}
+			if typ == ListenerType {
+				names = []string{"reviews:9080", "ratings:7070"}
+			}
+			a.send(typ, names, "", "", nil)
+			a.ack(a.next(), names)
+		}
+		streams = append(streams, a)
+	}
+	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 20 }, "20 watches")
+	for _, a := range streams {
+		a.cancel()
+	}
+	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 0 }, "no watches")
+	ts.store.Delete("reviews.default.svc.cluster.local")
+	ts.store.Delete("ratings.default.svc.cluster.local")
+	awaitStats(t, ts.Server, func(s Stats) bool { return s.Resources == 0 }, "no resources")
+}
+
+func awaitStats(t *testing.T, s *Server, ok func(Stats) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !ok(s.Stats()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached %s: %+v", what, s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPerTypeService: the Cluster Discovery Service alone works like ADS.
+func TestPerTypeService(t *testing.T) {
+	ts := startServer(t, baseStore())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := clusterservice.NewClusterDiscoveryServiceClient(dial(t, ts.addr)).StreamClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discovery.DiscoveryRequest{Node: grpcNode("cds", "default"), ResourceNames: []string{reviews}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resourceNames(t, r); !slices.Equal(got, []string{reviews}) || r.GetTypeUrl() != ClusterType {
+		t.Fatalf("CDS got %s %v", r.GetTypeUrl(), got)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -23,7 +21,6 @@ import (
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -195,6 +192,34 @@ func (s *Server) RESTHandler() http.Handler {
 // NACKs returns how many NACKs clients have sent.
 func (s *Server) NACKs() uint64 { return s.nacks.Load() }
 
+// Stats describes the server's shared state.
+type Stats struct {
+	// Watches is the number of open requests waiting for a change.
+	Watches int
+	// Resources is the number of generated resources held.
+	Resources int
+}
+
+// Stats returns the current figures.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st Stats
+	ws := map[*watch]struct{}{}
+	for _, m := range s.watchesByHost {
+		maps.Copy(ws, m)
+	}
+	for _, m := range s.watchesByLabel {
+		maps.Copy(ws, m)
+	}
+	for t := range numTypes {
+		maps.Copy(ws, s.wildcard[t])
+		st.Resources += len(s.entries[t])
+	}
+	st.Watches = len(ws)
+	return st
+}
+
 // Push applies a change of the model: it drops what was generated from the
 // changed hostnames and re-evaluates the watches that depend on them;
 // clients whose resources changed are sent the new ones, others nothing.
@@ -294,6 +319,9 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 		return e
 	}
 	e := build()
+	if !e.exists() {
+		return e // not cached: absent names cost a lookup, not memory
+	}
 	s.entries[t][key] = e
 	byHost := s.entriesByHost[host]
 	if byHost == nil {
@@ -629,10 +657,3 @@ func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, e
 }
 
 var _ cache.Cache = (*Server)(nil)
-
-// unused guards: keep imports referenced by documentation examples.
-var (
-	_ = errors.New
-	_ = (*core.Node)(nil)
-	_ = (*stream.Subscription)(nil)
-)
