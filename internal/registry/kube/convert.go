@@ -1,0 +1,501 @@
+package kube
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+const (
+	// localityPodLabel lets a Pod override the locality its Node reports,
+	// as Istio allows; label values cannot hold "/", hence dots.
+	localityPodLabel = "istio-locality"
+	// subzoneNodeLabel is Istio's: Kubernetes has no subzone label.
+	subzoneNodeLabel = "topology.istio.io/subzone"
+)
+
+// Hostname returns "<name>.<namespace>.svc.<domainSuffix>". An empty
+// suffix means "cluster.local", Kubernetes' default, so that a forgotten
+// setting still yields the names clients use rather than ones ending in a
+// dot.
+func Hostname(name, namespace, domainSuffix string) model.Hostname {
+	if domainSuffix == "" {
+		domainSuffix = "cluster.local"
+	}
+	return model.Hostname(name + "." + namespace + ".svc." + domainSuffix)
+}
+
+// ConvertService converts a Service; it never returns nil for a non-nil
+// svc. The result shares nothing with svc, so later changes to the
+// informer's object cannot reach the model.
+func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
+	if svc == nil {
+		return nil
+	}
+	out := &model.Service{
+		Hostname:   Hostname(svc.Name, svc.Namespace, domainSuffix),
+		Name:       svc.Name,
+		Namespace:  svc.Namespace,
+		Resolution: model.ClientSideLB,
+		Labels:     maps.Clone(svc.Labels),
+	}
+	if len(svc.Spec.Ports) > 0 {
+		out.Ports = make([]model.Port, 0, len(svc.Spec.Ports))
+		for _, p := range svc.Spec.Ports {
+			out.Ports = append(out.Ports, convertServicePort(p))
+		}
+	}
+
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		// An alias has no virtual IP of its own, whatever clusterIP a
+		// hand-written manifest carries.
+		out.Resolution = model.DNSAlias
+		out.ExternalName = svc.Spec.ExternalName
+		return out
+	case svc.Spec.ClusterIP == corev1.ClusterIPNone ||
+		(len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone):
+		out.Resolution = model.Passthrough
+		return out
+	}
+
+	// clusterIPs is authoritative on current API servers; clusterIP alone
+	// comes from older servers and hand-written manifests.
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if ip != "" && ip != corev1.ClusterIPNone {
+			out.ClusterIPs = append(out.ClusterIPs, ip)
+		}
+	}
+	return out
+}
+
+func convertServicePort(p corev1.ServicePort) model.Port {
+	out := model.Port{Name: p.Name, Port: p.Port, Protocol: PortProtocol(p)}
+	switch tp := p.TargetPort; {
+	case tp.Type == intstr.String && tp.StrVal != "":
+		// The API server rejects numeric strings, but manifests read from
+		// files are not validated and "8080" plainly means a number.
+		if n, err := strconv.ParseInt(tp.StrVal, 10, 32); err == nil && n > 0 && n <= 65535 {
+			out.TargetPort = int32(n)
+		} else {
+			out.TargetPortName = tp.StrVal
+		}
+	case tp.Type == intstr.Int && tp.IntVal != 0:
+		out.TargetPort = tp.IntVal
+	default:
+		// Unset: Kubernetes defaults the target port to the port.
+		out.TargetPort = p.Port
+	}
+	return out
+}
+
+// Ports Istio treats as TCP when nothing names their protocol: detection
+// waits for the client's first bytes, and servers on these ports (SMTP,
+// DNS, MySQL, MongoDB) are known to break under it.
+func isWellKnownTCPPort(port int32) bool {
+	switch port {
+	case 25, 53, 3306, 27017:
+		return true
+	}
+	return false
+}
+
+// PortProtocol applies the protocol rules of DESIGN.md to one service port,
+// exactly as Istio does, so that a Service annotated for Istio means the
+// same thing here.
+func PortProtocol(p corev1.ServicePort) model.Protocol {
+	if p.Protocol == corev1.ProtocolUDP {
+		return model.UDP
+	}
+	name := p.Name
+	if p.AppProtocol != nil {
+		// Istio lets appProtocol replace the name entirely: a port named
+		// "http-x" with an unknown appProtocol is not HTTP.
+		name = *p.AppProtocol
+		switch name {
+		case "kubernetes.io/h2c":
+			return model.HTTP2
+		case "kubernetes.io/ws":
+			return model.HTTP
+		case "kubernetes.io/wss":
+			return model.HTTPS
+		}
+	}
+	// grpc-web contains the separator, so it must be recognised before the
+	// name is cut at the first dash. Istio matches it as a prefix.
+	const grpcWeb = "grpc-web"
+	if len(name) >= len(grpcWeb) && strings.EqualFold(name[:len(grpcWeb)], grpcWeb) {
+		return model.GRPCWeb
+	}
+	if i := strings.IndexByte(name, '-'); i >= 0 {
+		name = name[:i]
+	}
+	if proto := parseProtocolName(name); proto != model.Unsupported {
+		return proto
+	}
+	if isWellKnownTCPPort(p.Port) {
+		return model.TCP
+	}
+	return model.Unsupported
+}
+
+func parseProtocolName(name string) model.Protocol {
+	switch strings.ToLower(name) {
+	case "http":
+		return model.HTTP
+	case "http2":
+		return model.HTTP2
+	case "https":
+		return model.HTTPS
+	case "grpc":
+		return model.GRPC
+	case "tcp":
+		return model.TCP
+	case "tls":
+		return model.TLS
+	case "mongo":
+		return model.Mongo
+	case "mysql":
+		return model.MySQL
+	case "redis":
+		return model.Redis
+	case "udp":
+		return model.UDP
+	case "http_proxy":
+		return model.HTTPProxy
+	}
+	return model.Unsupported
+}
+
+// EndpointHealth: ready (nil counts as ready) is Healthy; not ready but
+// serving and terminating is Draining; anything else is Unhealthy. Nil
+// serving counts as serving and nil terminating as not terminating, as the
+// EndpointSlice API defines them.
+func EndpointHealth(c discoveryv1.EndpointConditions) model.Health {
+	if c.Ready == nil || *c.Ready {
+		return model.Healthy
+	}
+	serving := c.Serving == nil || *c.Serving
+	terminating := c.Terminating != nil && *c.Terminating
+	if serving && terminating {
+		return model.Draining
+	}
+	return model.Unhealthy
+}
+
+// healthRank orders health from best to worst without relying on the
+// numeric values of the model's constants.
+func healthRank(h model.Health) int {
+	switch h {
+	case model.Healthy:
+		return 0
+	case model.Draining:
+		return 1
+	}
+	return 2
+}
+
+// Locality says where a Pod runs: the Pod's "istio-locality" label
+// (region.zone.subzone) wins, then the Node's topology labels, then
+// sliceZone (the EndpointSlice's view, used when neither Pod nor Node is
+// known). Any argument may be nil.
+func Locality(pod *corev1.Pod, node *corev1.Node, sliceZone *string) model.Locality {
+	if pod != nil {
+		if v := pod.Labels[localityPodLabel]; v != "" {
+			return model.ParseLocality(v)
+		}
+	}
+	if node != nil {
+		l := model.Locality{
+			Region:  node.Labels[corev1.LabelTopologyRegion],
+			Zone:    node.Labels[corev1.LabelTopologyZone],
+			Subzone: node.Labels[subzoneNodeLabel],
+		}
+		if l != (model.Locality{}) {
+			return l
+		}
+	}
+	if sliceZone != nil {
+		return model.Locality{Zone: *sliceZone}
+	}
+	return model.Locality{}
+}
+
+// endpointLabels merges the Pod's labels with the locality labels, so that
+// selectors written against topology labels match even when the locality
+// came from the Node or the Pod's override label rather than the Pod.
+func endpointLabels(pod *corev1.Pod, l model.Locality) map[string]string {
+	var podLabels map[string]string
+	if pod != nil {
+		podLabels = pod.Labels
+	}
+	if len(podLabels) == 0 && l == (model.Locality{}) {
+		return nil
+	}
+	out := make(map[string]string, len(podLabels)+3)
+	maps.Copy(out, podLabels)
+	if l.Region != "" {
+		out[corev1.LabelTopologyRegion] = l.Region
+	}
+	if l.Zone != "" {
+		out[corev1.LabelTopologyZone] = l.Zone
+	}
+	if l.Subzone != "" {
+		out[subzoneNodeLabel] = l.Subzone
+	}
+	return out
+}
+
+// EndpointLookup finds the objects an endpoint refers to. Any func may be
+// nil; any may return nil.
+type EndpointLookup struct {
+	Pod     func(namespace, name string) *corev1.Pod
+	PodByIP func(ip string) *corev1.Pod
+	Node    func(name string) *corev1.Node
+}
+
+// podFor finds the Pod behind one address of a slice endpoint. A targetRef
+// is trusted over the IP: IPs are reused quickly, so a Pod found by IP
+// counts only if it is the one the targetRef names, and a targetRef to
+// something other than a Pod means no Pod is behind the address.
+func (l EndpointLookup) podFor(ref *corev1.ObjectReference, namespace, address string) *corev1.Pod {
+	if ref != nil {
+		if ref.Kind != "Pod" {
+			return nil
+		}
+		ns := cmp.Or(ref.Namespace, namespace)
+		if l.Pod != nil {
+			if pod := l.Pod(ns, ref.Name); pod != nil {
+				return pod
+			}
+		}
+		if l.PodByIP != nil {
+			if pod := l.PodByIP(address); pod != nil && pod.Name == ref.Name && pod.Namespace == ns {
+				return pod
+			}
+		}
+		return nil
+	}
+	if l.PodByIP != nil {
+		return l.PodByIP(address)
+	}
+	return nil
+}
+
+func (l EndpointLookup) node(name string) *corev1.Node {
+	if name == "" || l.Node == nil {
+		return nil
+	}
+	return l.Node(name)
+}
+
+type matchedSlicePort struct {
+	name   string
+	number int32
+}
+
+// BuildEndpoints builds the endpoints of svc from all of its
+// EndpointSlices (the caller selects them, normally by the
+// kubernetes.io/service-name label). The result is sorted by
+// (ServicePortName, Address, Port) and does not depend on the order of
+// slices.
+//
+// During a rollout or a slice rebalance one address briefly appears in two
+// slices; each (Address, Port, ServicePortName) is kept once, from the
+// healthiest slice that lists it (the first by slice name on a tie).
+//
+// The endpoints of one call are allocated as one block, and those for the
+// ports of one address share their Labels map: a service's endpoints are
+// replaced together, and the model never mutates them.
+//
+// An ExternalName service has no endpoints of its own: clients resolve the
+// name it points to.
+func BuildEndpoints(svc *model.Service, endpointSlices []*discoveryv1.EndpointSlice, lookup EndpointLookup) []*model.Endpoint {
+	if svc == nil || svc.Resolution == model.DNSAlias || len(svc.Ports) == 0 {
+		return nil
+	}
+	ordered := sortedSlices(endpointSlices)
+
+	// An upper bound, so that the block is never reallocated.
+	n := 0
+	for _, s := range ordered {
+		if s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		perAddress := min(len(s.Ports), len(svc.Ports))
+		for i := range s.Endpoints {
+			n += len(s.Endpoints[i].Addresses) * perAddress
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+
+	block := make([]model.Endpoint, 0, n)
+	var ports []matchedSlicePort // reused across slices
+	for _, s := range ordered {
+		if s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		ports = matchSlicePorts(ports[:0], svc, s.Ports)
+		if len(ports) == 0 {
+			continue
+		}
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			health := EndpointHealth(e.Conditions)
+			for _, addr := range e.Addresses {
+				base := describeEndpoint(svc, s, e, addr, health, lookup)
+				for _, p := range ports {
+					base.Port = uint32(p.number)
+					base.ServicePortName = p.name
+					block = append(block, base)
+				}
+			}
+		}
+	}
+
+	// Sorting indices, with the index as the last key, keeps the order of
+	// slices among equally healthy duplicates without a stable sort: the
+	// first of each run is the one to keep.
+	order := make([]int32, len(block))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		a, b := &block[i], &block[j]
+		return cmp.Or(
+			compareEndpointKey(a, b),
+			cmp.Compare(healthRank(a.Health), healthRank(b.Health)),
+			cmp.Compare(i, j),
+		)
+	})
+	out := make([]*model.Endpoint, 0, len(block))
+	for _, i := range order {
+		ep := &block[i]
+		if len(out) > 0 && compareEndpointKey(out[len(out)-1], ep) == 0 {
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+// compareEndpointKey uses strings.Compare, one pass over the bytes where
+// cmp.Compare may take two: sorting is a large part of BuildEndpoints.
+func compareEndpointKey(a, b *model.Endpoint) int {
+	if c := strings.Compare(a.ServicePortName, b.ServicePortName); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Port, b.Port)
+}
+
+// sortedSlices orders slices by namespace and name so that ties between
+// duplicates are broken the same way whatever order the lister returned.
+func sortedSlices(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
+	out := make([]*discoveryv1.EndpointSlice, 0, len(in))
+	for _, s := range in {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// matchSlicePorts appends the slice ports that serve a port of svc. Slice
+// ports carry the service port's name (nil for an unnamed port) and the
+// resolved workload port.
+func matchSlicePorts(dst []matchedSlicePort, svc *model.Service, ports []discoveryv1.EndpointPort) []matchedSlicePort {
+	for _, sp := range ports {
+		if sp.Port == nil {
+			// The slice controller leaves the number unset when a named
+			// target port cannot be resolved; there is nothing to dial.
+			continue
+		}
+		name := ""
+		if sp.Name != nil {
+			name = *sp.Name
+		}
+		for _, p := range svc.Ports {
+			if p.Name == name {
+				dst = append(dst, matchedSlicePort{name: name, number: *sp.Port})
+				break
+			}
+		}
+	}
+	return dst
+}
+
+func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *discoveryv1.Endpoint,
+	addr string, health model.Health, lookup EndpointLookup,
+) model.Endpoint {
+	ns := cmp.Or(s.Namespace, svc.Namespace)
+	pod := lookup.podFor(e.TargetRef, ns, addr)
+
+	out := model.Endpoint{Address: addr, Health: health, Namespace: svc.Namespace}
+	if pod != nil {
+		out.PodName = pod.Name
+		out.NodeName = pod.Spec.NodeName
+		out.ServiceAccount = pod.Spec.ServiceAccountName
+	} else if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
+		out.PodName = e.TargetRef.Name
+	}
+	if out.NodeName == "" && e.NodeName != nil {
+		out.NodeName = *e.NodeName
+	}
+
+	var node *corev1.Node
+	if pod == nil || pod.Labels[localityPodLabel] == "" {
+		node = lookup.node(out.NodeName)
+	}
+	out.Locality = Locality(pod, node, e.Zone)
+	out.Labels = endpointLabels(pod, out.Locality)
+	return out
+}
+
+// ConvertWorkload describes a Pod (node may be nil) as a model.Workload.
+func ConvertWorkload(pod *corev1.Pod, node *corev1.Node) *model.Workload {
+	if pod == nil {
+		return nil
+	}
+	w := &model.Workload{
+		Name:           pod.Name,
+		Namespace:      pod.Namespace,
+		Labels:         maps.Clone(pod.Labels),
+		Locality:       Locality(pod, node, nil),
+		NodeName:       pod.Spec.NodeName,
+		ServiceAccount: pod.Spec.ServiceAccountName,
+	}
+	// podIPs holds every family; podIP alone comes from older servers and
+	// hand-written manifests.
+	switch {
+	case len(pod.Status.PodIPs) > 0:
+		w.Addresses = make([]string, 0, len(pod.Status.PodIPs))
+		for _, ip := range pod.Status.PodIPs {
+			if ip.IP != "" {
+				w.Addresses = append(w.Addresses, ip.IP)
+			}
+		}
+	case pod.Status.PodIP != "":
+		w.Addresses = []string{pod.Status.PodIP}
+	}
+	return w
+}
