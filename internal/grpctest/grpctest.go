@@ -1,0 +1,202 @@
+// Package grpctest holds what meshpilot's tests need to drive real gRPC
+// traffic: gRPC backends on loopback addresses and grpc-go xDS client
+// channels, each with a bootstrap of its own, plus waits on where RPCs go.
+package grpctest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/xds"
+)
+
+// Wait bounds every wait of this package.
+var Wait = 30 * time.Second
+
+// Backend is a real gRPC server (the health service) on a loopback address.
+type Backend struct {
+	IP   string
+	Port uint32
+	Addr string // IP:Port
+}
+
+// StartBackend starts a backend on ip; port 0 picks a free one. The test
+// stops it.
+func StartBackend(t testing.TB, ip string, port int) Backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+	if err != nil {
+		t.Fatalf("listen on %s:%d: %v", ip, port, err)
+	}
+	g := grpc.NewServer()
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	a := lis.Addr().(*net.TCPAddr)
+	return Backend{IP: ip, Port: uint32(a.Port), Addr: a.String()}
+}
+
+// StartBackends starts one backend on each ip, all on the same port, so
+// that one EndpointSlice port serves them all.
+func StartBackends(t testing.TB, ips ...string) []Backend {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		first := StartBackend(t, ips[0], 0)
+		out := []Backend{first}
+		ok := true
+		for _, ip := range ips[1:] {
+			lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(first.Port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			lis.Close()
+			out = append(out, StartBackend(t, ip, int(first.Port)))
+		}
+		if ok {
+			return out
+		}
+	}
+	t.Fatalf("no port free on all of %v", ips)
+	return nil
+}
+
+// ChannelOptions shape an xDS channel.
+type ChannelOptions struct {
+	// Namespace of the client's node; the node id is Istio's sidecar form.
+	Namespace string
+	// Generator is the GENERATOR node metadata; "grpc" when empty.
+	Generator string
+	// MapAddress rewrites the address the channel dials (e.g. a
+	// documentation address from an EndpointSlice to a loopback backend).
+	MapAddress func(addr string) string
+}
+
+var nodeSeq atomic.Int64
+
+// Channel opens a grpc-go channel to target (an xds:/// URL) with a
+// bootstrap of its own that points at the xDS server xdsAddr.
+func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.ClientConn {
+	t.Helper()
+	if o.Generator == "" {
+		o.Generator = "grpc"
+	}
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	bootstrap := fmt.Sprintf(`{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+  "node": {"id": "sidecar~127.0.0.1~client-%d.%s~%s.svc.cluster.local", "metadata": {"GENERATOR": %q, "NAMESPACE": %q}}
+}`, xdsAddr, nodeSeq.Add(1), ns, ns, o.Generator, ns)
+	res, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res)}
+	if o.MapAddress != nil {
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", o.MapAddress(addr))
+		}))
+	}
+	cc, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// DocToLoopback maps 192.0.2.N (the documentation range, which the API
+// server accepts in EndpointSlices) to 127.0.0.N; other addresses are
+// returned unchanged. Nothing is ever dialled outside loopback this way.
+func DocToLoopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !strings.HasPrefix(host, "192.0.2.") {
+		return addr
+	}
+	return net.JoinHostPort("127.0.0."+strings.TrimPrefix(host, "192.0.2."), port)
+}
+
+// Call makes one RPC and returns the address of the backend that served it.
+func Call(ctx context.Context, cc *grpc.ClientConn) (string, error) {
+	var p peer.Peer
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p)); err != nil {
+		return "", err
+	}
+	return p.Addr.String(), nil
+}
+
+// AwaitSpread makes rounds of RPCs until one round is served by exactly
+// the backends want (each at least once), or fails at the deadline.
+func AwaitSpread(t testing.TB, cc *grpc.ClientConn, want ...Backend) {
+	t.Helper()
+	wantSet := map[string]bool{}
+	for _, b := range want {
+		wantSet[b.Addr] = true
+	}
+	deadline := time.Now().Add(Wait)
+	var last map[string]int
+	var lastErr error
+	for time.Now().Before(deadline) {
+		got := map[string]int{}
+		lastErr = nil
+		for range 10 * len(want) {
+			addr, err := Call(context.Background(), cc)
+			if err != nil {
+				lastErr = err
+				break
+			}
+			got[addr]++
+		}
+		last = got
+		if lastErr == nil && sameKeys(got, wantSet) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // between polling rounds
+	}
+	t.Fatalf("RPCs never spread over exactly %v: last round %v, error %v", slices.Sorted(maps.Keys(wantSet)), last, lastErr)
+}
+
+// AwaitUnavailable makes RPCs until one fails with Unavailable.
+func AwaitUnavailable(t testing.TB, cc *grpc.ClientConn) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	var err error
+	for time.Now().Before(deadline) {
+		if _, err = Call(context.Background(), cc); status.Code(err) == codes.Unavailable {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("RPCs never failed with Unavailable; last error %v", err)
+}
+
+func sameKeys(got map[string]int, want map[string]bool) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k := range got {
+		if !want[k] {
+			return false
+		}
+	}
+	return true
+}
