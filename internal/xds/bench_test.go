@@ -1,0 +1,262 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/push"
+)
+
+// benchModel: services x endpoints each, in namespace "default".
+func benchModel(services, eps int) *model.Store {
+	st := model.NewStore()
+	for i := range services {
+		var list []*model.Endpoint
+		for j := range eps {
+			list = append(list, &model.Endpoint{
+				Address: fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j%250), Port: 8080, ServicePortName: "grpc",
+				Locality: model.Locality{Region: "r", Zone: fmt.Sprintf("z%d", j%3)},
+			})
+		}
+		st.Update(service(fmt.Sprintf("svc-%d", i), "default", 8080), list)
+	}
+	return st
+}
+
+// benchClient is an in-process client of the cache: one EDS watch, ACKed
+// after each response as the gRPC server would.
+type benchClient struct {
+	sub stream.Subscription
+	req *discovery.DiscoveryRequest
+	ch  chan cache.Response
+}
+
+func (c *benchClient) watch(b *testing.B, s *Server) {
+	if _, err := s.CreateWatch(c.req, c.sub, c.ch); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPushEndpointChange: one endpoint of one service changes; 1000
+// clients are subscribed to it (and each to 4 other services). A push
+// regenerates and marshals the ClusterLoadAssignment once and hands it to
+// every client; each op includes every client's re-subscription (ACK).
+func BenchmarkPushEndpointChange(b *testing.B) {
+	const clients = 1000
+	st := benchModel(200, 5)
+	s := NewServer(Options{Discovery: storeDiscovery{st}})
+	hot := model.Hostname("svc-0.default.svc.cluster.local")
+	cs := make([]*benchClient, clients)
+	for i := range cs {
+		names := []string{ClusterName(hot, 8080)}
+		for k := 1; k < 5; k++ {
+			names = append(names, ClusterName(model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", (i*4+k)%200)), 8080))
+		}
+		c := &benchClient{
+			sub: stream.NewSotwSubscription(names, false),
+			req: &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("c", i), "default"), TypeUrl: EndpointType, ResourceNames: names},
+			ch:  make(chan cache.Response, 1),
+		}
+		c.watch(b, s)
+		r := <-c.ch
+		c.sub.SetReturnedResources(r.GetReturnedResources())
+		c.req = &discovery.DiscoveryRequest{Node: c.req.Node, TypeUrl: EndpointType, ResourceNames: names, ResponseNonce: "1", VersionInfo: r.GetResponseVersion()}
+		c.watch(b, s)
+		cs[i] = c
+	}
+	svc := st.GetService(hot)
+	eps := st.Endpoints(hot, 8080, nil)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var pushTime time.Duration
+	for i := range b.N {
+		changed := append([]*model.Endpoint(nil), eps...)
+		ep := *changed[0]
+		ep.Port = uint32(9000 + i%2)
+		changed[0] = &ep
+		st.Update(svc, changed)
+		var req push.Request
+		req.Add(model.Event{Kind: model.EndpointsChanged, Hostname: hot}, timeNow())
+		start := time.Now()
+		s.Push(req)
+		pushTime += time.Since(start)
+		for _, c := range cs {
+			r := <-c.ch
+			out, _ := r.GetDiscoveryResponse()
+			if len(out.GetResources()) != 1 {
+				b.Fatalf("got %d resources", len(out.GetResources()))
+			}
+			c.sub.SetReturnedResources(r.GetReturnedResources())
+			c.watch(b, s)
+		}
+	}
+	b.ReportMetric(float64(pushTime.Nanoseconds())/float64(b.N), "push-ns/op")
+}
+
+func BenchmarkGenerate(b *testing.B) {
+	st := benchModel(10, 100)
+	g := &Generator{Discovery: storeDiscovery{st}}
+	name := ClusterName("svc-1.default.svc.cluster.local", 8080)
+	client := Client{Namespace: "default", GRPC: true}
+	for _, tc := range []struct {
+		typ, name string
+	}{
+		{ListenerType, "svc-1:8080"},
+		{RouteType, name},
+		{ClusterType, name},
+		{EndpointType, name},
+	} {
+		b.Run(typeOfShort(tc.typ), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				m := g.Generate(tc.typ, client, tc.name)
+				if _, err := newEntry(tc.typ, tc.name, "", m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func typeOfShort(url string) string {
+	t, _ := typeOf(url)
+	return t.short() + "+marshal"
+}
+
+// BenchmarkEndToEnd measures, over loopback gRPC, the time from a model
+// write of one service's endpoints to each of 100 ADS clients holding the
+// new endpoint (200 services x 5 endpoints; every client subscribed to the
+// changed service and 4 others; 100 ms debounce). Writes are spaced by
+// more than the quiet period, as isolated changes. Reported: p50 and p99
+// of the per-client delays.
+func BenchmarkEndToEnd(b *testing.B) {
+	for _, leading := range []bool{true, false} {
+		b.Run(map[bool]string{true: "leading-edge", false: "trailing-only"}[leading], func(b *testing.B) {
+			benchEndToEnd(b, leading)
+		})
+	}
+}
+
+func benchEndToEnd(b *testing.B, leading bool) {
+	const clients = 100
+	const after = 100 * time.Millisecond
+	st := benchModel(200, 5)
+	s := NewServer(Options{Discovery: storeDiscovery{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := push.NewDebouncer(push.Options{DebounceAfter: after, DebounceMax: time.Second, LeadingEdge: leading}, s.Push)
+	st.AppendEventHandler(d.Handle)
+	go d.Run(ctx)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer()
+	s.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+
+	hot := model.Hostname("svc-0.default.svc.cluster.local")
+	hotName := ClusterName(hot, 8080)
+	type seen struct {
+		client int
+		addr   string
+		at     time.Time
+	}
+	seenCh := make(chan seen, clients*4)
+	ready := make(chan struct{}, clients)
+	for i := range clients {
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cc.Close()
+		stream, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		names := []string{hotName}
+		for k := 1; k < 5; k++ {
+			names = append(names, ClusterName(model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", 1+(i*4+k)%199)), 8080))
+		}
+		node := grpcNode(fmt.Sprint("c", i), "default")
+		if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: EndpointType, ResourceNames: names}); err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			first := true
+			for {
+				r, err := stream.Recv()
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				for _, a := range r.GetResources() {
+					var cla endpoint.ClusterLoadAssignment
+					if a.UnmarshalTo(&cla) != nil || cla.GetClusterName() != hotName {
+						continue
+					}
+					for _, l := range cla.GetEndpoints() {
+						for _, e := range l.GetLbEndpoints() {
+							if addr := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress(); strings.HasPrefix(addr, "192.0.2.") {
+								seenCh <- seen{i, addr, now}
+							}
+						}
+					}
+				}
+				if first {
+					first = false
+					ready <- struct{}{}
+				}
+				_ = stream.Send(&discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: names, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()})
+			}
+		}()
+	}
+	for range clients {
+		<-ready
+	}
+	svc := st.GetService(hot)
+	base := st.Endpoints(hot, 8080, nil)
+	var delays []time.Duration
+	b.ResetTimer()
+	for n := range b.N {
+		time.Sleep(after + 20*time.Millisecond) // an isolated change: after a quiet spell
+		addr := fmt.Sprintf("192.0.2.%d", n%250)
+		eps := append(append([]*model.Endpoint(nil), base...), &model.Endpoint{Address: addr, Port: 8080, ServicePortName: "grpc"})
+		start := time.Now()
+		st.Update(svc, eps)
+		got := map[int]bool{}
+		timeout := time.After(wait)
+		for len(got) < clients {
+			select {
+			case sn := <-seenCh:
+				if sn.addr == addr && !got[sn.client] {
+					got[sn.client] = true
+					delays = append(delays, sn.at.Sub(start))
+				}
+			case <-timeout:
+				b.Fatalf("only %d clients got the endpoint", len(got))
+			}
+		}
+	}
+	b.StopTimer()
+	slices.Sort(delays)
+	b.ReportMetric(float64(delays[len(delays)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(delays[len(delays)*99/100].Microseconds())/1000, "p99-ms")
+}

@@ -1,0 +1,42 @@
+// Package xds serves meshpilot's service model to proxyless gRPC clients
+// and Envoy over xDS.
+//
+// # Generators
+//
+// Generator builds resources from the model, following the naming
+// contract of DESIGN.md:
+//
+//   - Listener: the name a client asks for, "<host>:<port>", where host is
+//     the FQDN or "<name>", "<name>.<namespace>", "<name>.<namespace>.svc"
+//     relative to the client's namespace. It is an API listener whose
+//     HttpConnectionManager takes route configuration
+//     "outbound|<port>||<FQDN>" over ADS and ends with the router filter.
+//   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
+//     domains are the forms a client may use, routing "/" to the cluster of
+//     the same name.
+//   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin; for an
+//     ExternalName service (model.DNSAlias) a LOGICAL_DNS cluster pointing
+//     at the external name and the service port.
+//   - ClusterLoadAssignment: one locality entry per region/zone/subzone,
+//     weighted by its endpoint count, each endpoint with its health; an
+//     address:port appears once.
+//
+// Unknown names get no resource. Envoy (any client that is not gRPC) may
+// subscribe to everything for clusters, endpoints and routes; a wildcard
+// listener subscription gets an empty set, since meshpilot generates only
+// the API listeners of proxyless gRPC clients.
+//
+// # Server
+//
+// Server runs go-control-plane's gRPC server (ADS state of the world and
+// delta, per-type services, REST) and is itself the cache behind it. It
+// keeps no snapshot: a client's request is answered from resources
+// generated on demand and shared by every client that asks for the same
+// thing, each marshalled once. The version of a resource is a hash of its
+// bytes, so regenerating unchanged content sends nothing; the version of a
+// response starts with a per-process prefix, so versions differ across
+// restarts. What a client holds is go-control-plane's per-stream
+// subscription state (names and versions last sent), so a NACKed version
+// is not resent until its content changes, and a closed stream leaves
+// nothing behind.
+package xds
