@@ -179,6 +179,24 @@ func TestNACK(t *testing.T) {
 	}
 }
 
+// TestUnservedType: a request for a type meshpilot does not serve gets an
+// empty answer and the stream goes on.
+func TestUnservedType(t *testing.T) {
+	ts := startServer(t, baseStore())
+	a := openADS(t, dial(t, ts.addr), envoyNode("envoy"), true)
+	const secretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+	a.send(secretType, []string{"default"}, "", "", nil)
+	r := a.next()
+	if r.GetTypeUrl() != secretType || len(r.GetResources()) != 0 {
+		t.Fatalf("got %s with %d resources", r.GetTypeUrl(), len(r.GetResources()))
+	}
+	a.ack(r, []string{"default"})
+	a.send(ClusterType, []string{reviews}, "", "", nil)
+	if got := resourceNames(t, a.next()); !slices.Equal(got, []string{reviews}) {
+		t.Fatalf("CDS after an unserved type: %v", got)
+	}
+}
+
 // TestVersionsDifferAcrossInstances: two servers over the same model never
 // give the same version for a response.
 func TestVersionsDifferAcrossInstances(t *testing.T) {
@@ -365,7 +383,7 @@ func TestREST(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), "reviews.default:9080") {
 		t.Fatalf("routes: %d %s", code, body)
 	}
-	if code, _ := post("/v3/discovery:secrets", `{}`); code != http.StatusInternalServerError {
+	if code, _ := post("/v3/discovery:secrets", `{}`); code != http.StatusNotFound {
 		t.Fatalf("secrets: %d", code)
 	}
 	resp, err := http.Get(hs.URL + "/v3/discovery:clusters")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -169,6 +171,12 @@ func (s *Server) RESTHandler() http.Handler {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "POST a DiscoveryRequest", http.StatusMethodNotAllowed)
+			return
+		}
+		switch path.Clean(r.URL.Path) {
+		case resource.FetchClusters, resource.FetchEndpoints, resource.FetchListeners, resource.FetchRoutes:
+		default:
+			http.NotFound(w, r)
 			return
 		}
 		if !s.ready() {
@@ -582,7 +590,14 @@ func (s *Server) logNACK(c Client, t typeIndex, version, nonce string, detail in
 func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
 	t, ok := typeOf(req.GetTypeUrl())
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "meshpilot does not serve %q", req.GetTypeUrl())
+		// A type meshpilot does not serve (secrets, runtime, ...): say
+		// once that there is nothing, rather than end the stream.
+		if req.GetResponseNonce() == "" {
+			ch <- &sotwResponse{req: req, out: &discovery.DiscoveryResponse{
+				VersionInfo: s.nextVersion(), TypeUrl: req.GetTypeUrl(),
+			}, returned: map[string]string{}}
+		}
+		return func() {}, nil
 	}
 	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}
 	w.wildcard = isWildcard(t, w.client, sub)
@@ -603,7 +618,7 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, ch chan cache.DeltaResponse) (func(), error) {
 	t, ok := typeOf(req.GetTypeUrl())
 	if !ok {
-		return nil, status.Errorf(codes.InvalidArgument, "meshpilot does not serve %q", req.GetTypeUrl())
+		return func() {}, nil // nothing to send, ever
 	}
 	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}
 	w.wildcard = isWildcard(t, w.client, sub)
