@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 )
 
@@ -209,5 +210,32 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := Resolve(m, []string{" "}); err == nil {
 		t.Error("no error for an empty list")
+	}
+}
+
+func TestHandlerSkipsRelistsAndHandlesTombstones(t *testing.T) {
+	var out strings.Builder
+	p := &printer{out: &out}
+	target := Target{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, Kind: "Widget", Namespaced: true}
+	h := handler(target, p)
+	a := obj(t, `metadata: {name: w, namespace: ns1, resourceVersion: "5"}`)
+	b := obj(t, `metadata: {name: w, namespace: ns1, resourceVersion: "6", labels: {size: big}}`)
+	h.OnAdd(a, true)
+	h.OnUpdate(a, a.DeepCopy()) // a relist: same resourceVersion
+	h.OnUpdate(a, b)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns1/w", Obj: b})
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns1/gone"})
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		got = append(got, strings.Join(strings.Fields(l)[1:], " "))
+	}
+	want := []string{
+		"ADDED Widget ns1/w rv=5",
+		"MODIFIED Widget ns1/w rv=6 labels=size=big",
+		"DELETED Widget ns1/w rv=6 labels=size=big",
+		"DELETED Widget ns1/gone rv=",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 }

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestVersion(t *testing.T) {
+	out, stderr, code := runToEnd(t, cleanEnv(), "version")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	want := "meshpilot v9.9.9-test\ngit commit: abc123\ngo: " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	if out != want {
+		t.Errorf("output\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestVersionInProcessDefaults(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run(t.Context(), []string{"version"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.HasPrefix(out.String(), "meshpilot dev\ngit commit: ") {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+func TestRuntimeErrorIsOneLineWithoutUsage(t *testing.T) {
+	var out, errb strings.Builder
+	code := run(t.Context(), []string{"watch", "--kubeconfig", "/nonexistent/kubeconfig"}, &out, &errb)
+	want := "meshpilot: the kubeconfig file /nonexistent/kubeconfig given by --kubeconfig does not exist; check the path\n"
+	if code != 1 || errb.String() != want || out.String() != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	cases := map[string][]string{
+		`meshpilot: invalid --log-level "loud": use debug, info, warn or error` + "\n":         {"--log-level", "loud", "version"},
+		`meshpilot: invalid --log-format "xml": use text or json` + "\n":                       {"--log-format", "xml", "version"},
+		`meshpilot: unknown flag: --bogus (see "meshpilot watch --help")` + "\n":               {"watch", "--bogus"},
+		`meshpilot: invalid -o "yaml": use text or json (see "meshpilot watch --help")` + "\n": {"watch", "-o", "yaml"},
+		`meshpilot: accepts at most 1 arg(s), received 2` + "\n":                               {"watch", "pods", "svc"},
+	}
+	for want, args := range cases {
+		var out, errb strings.Builder
+		code := run(t.Context(), args, &out, &errb)
+		if code != 1 || errb.String() != want {
+			t.Errorf("%v: exit %d, stderr %q, want %q", args, code, errb.String(), want)
+		}
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	var b strings.Builder
+	log, err := newLogger(&b, "json", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("shown", "k", "v")
+	if got := b.String(); !strings.HasPrefix(got, `{"time":`) || !strings.Contains(got, `"level":"WARN","msg":"shown","k":"v"}`) || strings.Contains(got, "hidden") {
+		t.Errorf("log output %q", got)
+	}
+	b.Reset()
+	log, err = newLogger(&b, "text", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("detail")
+	if !strings.Contains(b.String(), "level=DEBUG msg=detail") {
+		t.Errorf("log output %q", b.String())
+	}
+}
