@@ -177,6 +177,10 @@ func TestNACK(t *testing.T) {
 	if ts.NACKs() != 1 {
 		t.Fatalf("NACKs = %d", ts.NACKs())
 	}
+	cs := ts.Clients()
+	if len(cs) != 1 || cs[0].NodeID != "nacker" || cs[0].NACKs != 1 || cs[0].LastNACK != "bad endpoints, says the client" || !cs[0].GRPC || cs[0].Namespace != "default" {
+		t.Fatalf("Clients() = %+v", cs)
+	}
 }
 
 // TestUnservedType: a request for a type meshpilot does not serve gets an
@@ -504,6 +508,13 @@ func TestDisconnectLeavesNoState(t *testing.T) {
 		a.cancel()
 	}
 	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 0 }, "no watches")
+	deadline := time.Now().Add(wait)
+	for len(ts.Clients()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("clients left behind: %+v", ts.Clients())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	ts.store.Delete("reviews.default.svc.cluster.local")
 	ts.store.Delete("ratings.default.svc.cluster.local")
 	awaitStats(t, ts.Server, func(s Stats) bool { return s.Resources == 0 }, "no resources")

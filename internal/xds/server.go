@@ -11,10 +11,12 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -24,6 +26,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -85,6 +88,94 @@ type Server struct {
 	watchesByLabel map[string]map[*watch]struct{}
 	wildcard       [numTypes]map[*watch]struct{}
 	nacks          atomic.Uint64
+
+	clientsMu sync.Mutex
+	clients   map[streamKey]*ClientInfo
+}
+
+// streamKey names a stream: go-control-plane numbers state-of-the-world
+// and delta streams separately.
+type streamKey struct {
+	id    int64
+	delta bool
+}
+
+// ClientInfo describes one connected xDS stream.
+type ClientInfo struct {
+	NodeID    string    `json:"nodeID"`
+	Namespace string    `json:"namespace,omitempty"`
+	GRPC      bool      `json:"grpc"`
+	Delta     bool      `json:"delta"`
+	Connected time.Time `json:"connected"`
+	// NACKs counts the responses the client rejected; LastNACK is the
+	// error it gave for the latest.
+	NACKs    uint64 `json:"nacks"`
+	LastNACK string `json:"lastNACK,omitempty"`
+}
+
+var errNotReady = status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
+
+func (s *Server) open(_ context.Context, id int64, delta bool) error {
+	if !s.ready() {
+		return errNotReady
+	}
+	s.clientsMu.Lock()
+	s.clients[streamKey{id, delta}] = &ClientInfo{Delta: delta, Connected: time.Now()}
+	s.clientsMu.Unlock()
+	return nil
+}
+
+func (s *Server) close(id int64, delta bool) {
+	s.clientsMu.Lock()
+	delete(s.clients, streamKey{id, delta})
+	s.clientsMu.Unlock()
+}
+
+// request records who is on a stream and logs and counts NACKs.
+func (s *Server) request(id int64, delta bool, node *core.Node, typeURL, version, nonce string, nack *statuspb.Status) {
+	s.clientsMu.Lock()
+	ci := s.clients[streamKey{id, delta}]
+	if ci == nil { // cannot happen: open ran first
+		s.clientsMu.Unlock()
+		return
+	}
+	if ci.NodeID == "" && node != nil {
+		c := ClientFromNode(node)
+		ci.NodeID, ci.Namespace, ci.GRPC = c.ID, c.Namespace, c.GRPC
+	}
+	nodeID := ci.NodeID
+	isNACK := nack != nil
+	if isNACK {
+		ci.NACKs++
+		ci.LastNACK = nack.GetMessage()
+	}
+	s.clientsMu.Unlock()
+	if isNACK {
+		s.nacks.Add(1)
+		typ := typeURL
+		if t, ok := typeOf(typeURL); ok {
+			typ = t.short()
+		}
+		s.log.Warn("xds: client rejected configuration", "client", nodeID, "stream", id, "type", typ,
+			"version", version, "nonce", nonce, "error", nack.GetMessage())
+	}
+}
+
+// Clients lists the connected xDS streams, ordered by node id.
+func (s *Server) Clients() []ClientInfo {
+	s.clientsMu.Lock()
+	out := make([]ClientInfo, 0, len(s.clients))
+	for _, ci := range s.clients {
+		out = append(out, *ci)
+	}
+	s.clientsMu.Unlock()
+	slices.SortFunc(out, func(a, b ClientInfo) int {
+		if a.NodeID != b.NodeID {
+			return strings.Compare(a.NodeID, b.NodeID)
+		}
+		return a.Connected.Compare(b.Connected)
+	})
+	return out
 }
 
 // watch is one open request of one stream for one type: the stream waits
@@ -116,22 +207,30 @@ func NewServer(opts Options) *Server {
 		entriesByHost:  map[model.Hostname]map[*entry]typeIndex{},
 		watchesByHost:  map[model.Hostname]map[*watch]struct{}{},
 		watchesByLabel: map[string]map[*watch]struct{}{},
+		clients:        map[streamKey]*ClientInfo{},
 	}
 	for t := range numTypes {
 		s.entries[t] = map[string]*entry{}
 		s.wildcard[t] = map[*watch]struct{}{}
 	}
-	notReady := func(context.Context, int64, string) error {
-		if s.ready() {
-			return nil
-		}
-		return status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
-	}
 	s.xds = serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
-		StreamOpenFunc:      notReady,
-		DeltaStreamOpenFunc: notReady,
-		FetchRequestFunc: func(ctx context.Context, _ *discovery.DiscoveryRequest) error {
-			return notReady(ctx, 0, "")
+		StreamOpenFunc:        func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, false) },
+		DeltaStreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, true) },
+		StreamClosedFunc:      func(id int64, _ *core.Node) { s.close(id, false) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.close(id, true) },
+		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
+			s.request(id, false, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail())
+			return nil
+		},
+		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
+			s.request(id, true, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail())
+			return nil
+		},
+		FetchRequestFunc: func(context.Context, *discovery.DiscoveryRequest) error {
+			if !s.ready() {
+				return errNotReady
+			}
+			return nil
 		},
 	})
 	return s
@@ -234,6 +333,7 @@ func (s *Server) Stats() Stats {
 // An endpoints-only change touches only ClusterLoadAssignments and their
 // subscribers. Push never waits for a client.
 func (s *Server) Push(req push.Request) {
+	start := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	woken := map[*watch]struct{}{}
@@ -273,8 +373,15 @@ func (s *Server) Push(req push.Request) {
 			maps.Copy(woken, s.wildcard[tEndpoint])
 		}
 	}
+	sent := 0
 	for w := range woken {
-		s.evaluate(w)
+		if s.evaluate(w) {
+			sent++
+		}
+	}
+	if s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("xds: push", "full", req.Full, "services", len(req.Services), "endpointsOnly", len(req.EndpointsOnly),
+			"events", req.Events, "watches", len(woken), "sent", sent, "took", time.Since(start))
 	}
 }
 
@@ -374,9 +481,9 @@ func isWildcard(t typeIndex, c Client, sub cache.Subscription) bool {
 
 // evaluate answers a watch if the client lacks something; otherwise it
 // leaves the watch waiting. s.mu is held.
-func (s *Server) evaluate(w *watch) {
+func (s *Server) evaluate(w *watch) (sent bool) {
 	if w.done {
-		return
+		return false
 	}
 	if w.ch != nil {
 		if r := s.sotw(w); r != nil {
@@ -386,8 +493,9 @@ func (s *Server) evaluate(w *watch) {
 			default: // cannot happen: one response per watch
 				s.log.Error("xds: response dropped", "client", w.client.ID, "type", w.typ.short())
 			}
+			return true
 		}
-		return
+		return false
 	}
 	if r := s.delta(w); r != nil {
 		s.finish(w)
@@ -396,7 +504,9 @@ func (s *Server) evaluate(w *watch) {
 		default:
 			s.log.Error("xds: delta response dropped", "client", w.client.ID, "type", w.typ.short())
 		}
+		return true
 	}
+	return false
 }
 
 // sotw builds the state-of-the-world response a watch needs, or nil when
@@ -579,12 +689,6 @@ func (s *Server) cancel(w *watch) func() {
 	}
 }
 
-func (s *Server) logNACK(c Client, t typeIndex, version, nonce string, detail interface{ GetMessage() string }) {
-	s.nacks.Add(1)
-	s.log.Warn("xds: client rejected configuration", "client", c.ID, "type", t.short(),
-		"version", version, "nonce", nonce, "error", detail.GetMessage())
-}
-
 // CreateWatch implements go-control-plane's cache.ConfigWatcher for
 // state-of-the-world streams.
 func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
@@ -601,9 +705,6 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 	}
 	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}
 	w.wildcard = isWildcard(t, w.client, sub)
-	if d := req.GetErrorDetail(); d != nil {
-		s.logNACK(w.client, t, req.GetVersionInfo(), req.GetResponseNonce(), d)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evaluate(w)
@@ -622,9 +723,6 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 	}
 	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}
 	w.wildcard = isWildcard(t, w.client, sub)
-	if d := req.GetErrorDetail(); d != nil {
-		s.logNACK(w.client, t, "", req.GetResponseNonce(), d)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evaluate(w)
