@@ -92,9 +92,10 @@ func TestSotwFlow(t *testing.T) {
 	}
 	a.ack(r, []string{reviews, ratings})
 
-	// Endpoints rewritten identically (new objects, same content) and an
-	// unrelated port of reviews: nothing; then reviews loses an endpoint.
+	// A push of reviews' unchanged endpoints and a full push send nothing;
+	// then reviews loses an endpoint.
 	ts.Push(pushOf(model.Event{Kind: model.EndpointsChanged, Hostname: "reviews.default.svc.cluster.local"}))
+	ts.Push(pushRequest{Full: true})
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1"))
 	r = a.next()
 	// A service change re-evaluates LDS, RDS, CDS too; only EDS changed.
