@@ -51,13 +51,31 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// output collects a process's output; safe to read while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
 // startProcess runs bin until the test ends, then stops it with SIGTERM
-// and expects a clean exit.
-func startProcess(t *testing.T, bin string, args ...string) {
+// and expects a clean exit. It returns the process's output so far.
+func startProcess(t *testing.T, bin string, args ...string) *output {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &output{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +96,7 @@ func startProcess(t *testing.T, bin string, args ...string) {
 			t.Logf("output of %v:\n%s", args, out.String())
 		}
 	})
+	return out
 }
 
 // runProcess runs bin to its end (at most 30 s) and returns its combined
