@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func ctx(t *testing.T) context.Context {
@@ -288,6 +290,7 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 }
 
 func TestWatchUnknownResource(t *testing.T) {
+	binary(t) // built before the clock starts
 	start := time.Now()
 	out, stderr, code := runToEnd(t, cleanEnv("HOME="+t.TempDir()), "watch", "services,foo", "--kubeconfig", env.Kubeconfig)
 	want := `meshpilot: the server has no resource "foo"; see "kubectl api-resources" for the names it serves, and name custom resources <plural>.<group>` + "\n"
@@ -328,4 +331,82 @@ users: [{name: u, user: {token: abc}}]
 	if code != 1 || stderr != want || out != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q\nwant %q", code, out, stderr, want)
 	}
+}
+
+// kubeconfigEdited writes a copy of the test kubeconfig changed by edit.
+func kubeconfigEdited(t *testing.T, edit func(*clientcmdapi.AuthInfo)) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo])
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWatchForbidden(t *testing.T) {
+	// The test admin impersonates a user without any RBAC permissions: it
+	// may read /version and discovery, but not list Pods.
+	kc := kubeconfigEdited(t, func(a *clientcmdapi.AuthInfo) { a.Impersonate = "meshpilot-nobody" })
+	binary(t) // built before the clock starts
+	start := time.Now()
+	out, stderr, code := runToEnd(t, cleanEnv("HOME="+t.TempDir()), "watch", "pods", "-n", "default", "--kubeconfig", kc)
+	want := "meshpilot: watching pods in namespace default: the API server at " + strings.TrimSuffix(env.Config.Host, "/") +
+		` accepted the credentials but forbids this request (403 Forbidden: pods is forbidden: User "meshpilot-nobody" cannot list resource "pods" in API group "" in the namespace "default"); the user needs more RBAC permissions` + "\n"
+	if code != 1 || stderr != want || out != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q\nwant %q", code, out, stderr, want)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+func TestWatchBadCredentials(t *testing.T) {
+	kc := kubeconfigEdited(t, func(a *clientcmdapi.AuthInfo) {
+		*a = clientcmdapi.AuthInfo{Token: "not-a-valid-token"}
+	})
+	out, stderr, code := runToEnd(t, cleanEnv("HOME="+t.TempDir()), "watch", "--kubeconfig", kc)
+	want := "meshpilot: the API server at " + strings.TrimSuffix(env.Config.Host, "/") + " refused the credentials (401 Unauthorized); the token or client certificate in the kubeconfig is wrong or expired: log in again or fix the user of the current context\n"
+	if code != 1 || stderr != want || out != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q\nwant %q", code, out, stderr, want)
+	}
+}
+
+// TestWatchSurvivesAPIServerRestart: after the API server comes back, the
+// watch resumes; objects it already printed are not printed again, and
+// changes made meanwhile or afterwards are.
+func TestWatchSurvivesAPIServerRestart(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c := ctx(t)
+	p := start(t, nil, "watch", "services", "-n", ns, "--kubeconfig", env.Kubeconfig)
+	mk := func(name string) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(c, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+			}, metav1.CreateOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("creating service %s: %v", name, err)
+		}
+	}
+	mk("before")
+	p.expect(" ADDED ", "Service "+ns+"/before ")
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	mk("after")
+	if l := p.next(); !containsAll(l, []string{" ADDED ", "Service " + ns + "/after "}) {
+		t.Fatalf("first line after the restart %q, want only the new service", l)
+	}
+	p.interrupt()
 }
