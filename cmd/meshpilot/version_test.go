@@ -1,9 +1,13 @@
 package main
 
 import (
+	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 func TestVersion(t *testing.T) {
@@ -71,6 +75,30 @@ func TestNewLogger(t *testing.T) {
 	}
 	log.Debug("detail")
 	if !strings.Contains(b.String(), "level=DEBUG msg=detail") {
+		t.Errorf("log output %q", b.String())
+	}
+}
+
+func TestKlogGoesThroughSlog(t *testing.T) {
+	var b strings.Builder
+	if _, err := setupLogging(&b, "json", "info"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil))) })
+	klog.InfoS("from client-go", "k", "v")
+	klog.V(2).InfoS("too detailed")
+	klog.Flush()
+	got := b.String()
+	if !strings.Contains(got, `"level":"INFO","msg":"from client-go","source":"client-go","k":"v"}`) || strings.Contains(got, "too detailed") {
+		t.Errorf("log output %q", got)
+	}
+	b.Reset()
+	if _, err := setupLogging(&b, "text", "debug"); err != nil {
+		t.Fatal(err)
+	}
+	klog.V(2).InfoS("detail")
+	klog.Flush()
+	if !strings.Contains(b.String(), `msg=detail source=client-go`) {
 		t.Errorf("log output %q", b.String())
 	}
 }
