@@ -19,12 +19,16 @@ var (
 // buildCommit returns the commit set with -ldflags, else the VCS revision
 // that go build recorded (with "-dirty" for a modified tree), else "dev".
 func buildCommit() string {
+	info, _ := debug.ReadBuildInfo()
+	return commitFrom(commit, info)
+}
+
+func commitFrom(commit string, info *debug.BuildInfo) string {
 	if commit != "dev" && commit != "" {
 		return commit
 	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return commit
+	if info == nil {
+		return "dev"
 	}
 	rev, dirty := "", false
 	for _, s := range info.Settings {
@@ -36,7 +40,7 @@ func buildCommit() string {
 		}
 	}
 	if rev == "" {
-		return commit
+		return "dev"
 	}
 	if dirty {
 		rev += "-dirty"

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -100,5 +101,31 @@ func TestKlogGoesThroughSlog(t *testing.T) {
 	klog.Flush()
 	if !strings.Contains(b.String(), `msg=detail source=client-go`) {
 		t.Errorf("log output %q", b.String())
+	}
+}
+
+func TestCommitFrom(t *testing.T) {
+	info := func(kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{}
+		for i := 0; i < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	cases := []struct {
+		commit string
+		info   *debug.BuildInfo
+		want   string
+	}{
+		{"abc", info("vcs.revision", "def"), "abc"},
+		{"dev", info("vcs.revision", "def", "vcs.modified", "false"), "def"},
+		{"dev", info("vcs.revision", "def", "vcs.modified", "true"), "def-dirty"},
+		{"dev", info(), "dev"},
+		{"", nil, "dev"},
+	}
+	for _, c := range cases {
+		if got := commitFrom(c.commit, c.info); got != c.want {
+			t.Errorf("commitFrom(%q, %v) = %q, want %q", c.commit, c.info, got, c.want)
+		}
 	}
 }

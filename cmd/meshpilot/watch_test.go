@@ -410,3 +410,11 @@ func TestWatchSurvivesAPIServerRestart(t *testing.T) {
 	}
 	p.interrupt()
 }
+
+func TestWatchUnwatchableResource(t *testing.T) {
+	out, stderr, code := runToEnd(t, cleanEnv("HOME="+t.TempDir()), "watch", "tokenreviews", "--kubeconfig", env.Kubeconfig)
+	want := "meshpilot: tokenreviews.authentication.k8s.io cannot be watched: the API server does not support listing and watching it\n"
+	if code != 1 || stderr != want || out != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q\nwant %q", code, out, stderr, want)
+	}
+}

@@ -287,7 +287,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			watching = append(watching, where)
 			if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 				if fatal(err) && !synced.Load() {
-					cancel(fmt.Errorf("watching %s: %w", where, kubeclient.Explain(cfg.Host, err)))
+					if apierrors.IsMethodNotSupported(err) {
+						cancel(fmt.Errorf("%s cannot be watched: the API server does not support listing and watching it", where))
+					} else {
+						cancel(fmt.Errorf("watching %s: %w", where, kubeclient.Explain(cfg.Host, err)))
+					}
 					return
 				}
 				if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
