@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// storeRegistry is a registry over a model.Store whose sync the test
+// controls.
+type storeRegistry struct {
+	*model.Store
+	synced atomic.Bool
+}
+
+func (r *storeRegistry) HasSynced() bool                     { return r.synced.Load() }
+func (r *storeRegistry) WorkloadByIP(string) *model.Workload { return nil }
+func (r *storeRegistry) Run(ctx context.Context) error       { <-ctx.Done(); return nil }
+
+func newRegistry() *storeRegistry {
+	r := &storeRegistry{Store: model.NewStore()}
+	r.Update(&model.Service{
+		Hostname: "echo.default.svc.cluster.local", Name: "echo", Namespace: "default",
+		Ports: []model.Port{{Name: "grpc", Port: 7070, Protocol: model.GRPC}},
+	}, []*model.Endpoint{{Address: "10.1.0.1", Port: 7070, ServicePortName: "grpc"}})
+	return r
+}
+
+func start(t *testing.T, opts Options) *Server {
+	t.Helper()
+	opts.XDSAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return s
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestReadyzFollowsTheRegistry(t *testing.T) {
+	reg := newRegistry()
+	s := start(t, Options{Registry: reg})
+	base := "http://" + s.HTTPAddr()
+	if c := get(t, base+"/healthz"); c != http.StatusOK {
+		t.Fatalf("/healthz = %d", c)
+	}
+	if c := get(t, base+"/readyz"); c != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before sync = %d, want 503", c)
+	}
+	reg.synced.Store(true)
+	if c := get(t, base+"/readyz"); c != http.StatusOK {
+		t.Fatalf("/readyz after sync = %d, want 200", c)
+	}
+}
+
+// fetchListener opens an ADS stream over conn and asks for one listener.
+func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*discovery.DiscoveryResponse, error) {
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	meta, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": "default"})
+	if err := stream.Send(&discovery.DiscoveryRequest{
+		Node:          &core.Node{Id: "sidecar~10.0.0.9~c.default~default.svc.cluster.local", Metadata: meta},
+		TypeUrl:       "type.googleapis.com/envoy.config.listener.v3.Listener",
+		ResourceNames: []string{"echo:7070"},
+	}); err != nil {
+		return nil, err
+	}
+	return stream.Recv()
+}
+
+func TestXDSOverTLSAndMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t)
+	serverCert, serverKey := ca.issue(t, dir, "server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	clientCert, clientKey := ca.issue(t, dir, "client", x509.ExtKeyUsageClientAuth, "")
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.pem)
+
+	dialTLS := func(addr string, certs ...tls.Certificate) *grpc.ClientConn {
+		creds := credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: certs, ServerName: "127.0.0.1"})
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("TLS", func(t *testing.T) {
+		reg := newRegistry()
+		reg.synced.Store(true)
+		s := start(t, Options{Registry: reg, XDSCert: serverCert, XDSKey: serverKey})
+		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr()))
+		if err != nil || len(resp.GetResources()) != 1 {
+			t.Fatalf("over TLS: %v, %v", resp, err)
+		}
+		plain, err := grpc.NewClient(s.XDSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if _, err := fetchListener(ctx, plain); err == nil {
+			t.Fatal("a plaintext client was served by a TLS server")
+		}
+	})
+	t.Run("mTLS", func(t *testing.T) {
+		reg := newRegistry()
+		reg.synced.Store(true)
+		s := start(t, Options{Registry: reg, XDSCert: serverCert, XDSKey: serverKey, XDSClientCA: caFile})
+		if _, err := fetchListener(ctx, dialTLS(s.XDSAddr())); err == nil {
+			t.Fatal("a client without a certificate was served under mTLS")
+		}
+		cert, err := tls.LoadX509KeyPair(clientCert, clientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr(), cert))
+		if err != nil || len(resp.GetResources()) != 1 {
+			t.Fatalf("with a client certificate: %v, %v", resp, err)
+		}
+	})
+}
+
+func TestBadTLSFilesAreClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := newCA(t)
+	cert, key := ca.issue(t, dir, "server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"key without cert", Options{XDSKey: key}, "--xds-cert and --xds-key"},
+		{"missing cert file", Options{XDSCert: filepath.Join(dir, "nope.pem"), XDSKey: key}, "nope.pem"},
+		{"client CA not PEM", Options{XDSCert: cert, XDSKey: key, XDSClientCA: notPEM}, "ca.pem holds no PEM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Registry = newRegistry()
+			tc.opts.XDSAddr, tc.opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+			_, err := New(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAddressInUseIsAnError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, err = New(Options{Registry: newRegistry(), XDSAddr: l.Addr().String(), HTTPAddr: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Fatalf("err = %v, want one naming %s", err, l.Addr())
+	}
+}
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "meshpilot test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue writes a certificate and key signed by the CA and returns their paths.
+func (ca *testCA) issue(t *testing.T, dir, name string, usage x509.ExtKeyUsage, ip string) (string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if ip != "" {
+		tmpl.IPAddresses = []net.IP{net.ParseIP(ip)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
+}
