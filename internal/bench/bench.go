@@ -1,0 +1,560 @@
+// Package bench measures how fast meshpilot brings a change to every
+// proxyless gRPC client and what that costs.
+//
+// One run starts a real etcd and kube-apiserver (internal/testenv), writes
+// a workload of services, ready Pods on zoned Nodes and EndpointSlices,
+// starts meshpilot as a child process, opens simulated gRPC clients (raw
+// state-of-the-world ADS streams that follow LDS -> RDS -> CDS -> EDS as
+// grpc-go does) and measures:
+//   - convergence: from each client's stream open to it holding every
+//     ClusterLoadAssignment it needs;
+//   - churn: from the API write of an EndpointSlice with a new endpoint
+//     returning to each subscribed client holding the new address;
+//   - meshpilot's CPU time and memory (/proc) after sync, after convergence
+//     and after churn.
+//
+// Endpoint addresses come from 10.128.0.0/9 and are never dialled.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/meshpilot/meshpilot/internal/testenv"
+)
+
+// Config describes one run.
+type Config struct {
+	Services   int `json:"services"`
+	Namespaces int `json:"namespaces"`
+	Endpoints  int `json:"endpoints"`
+	Clients    int `json:"clients"`
+	PerClient  int `json:"per_client"`
+	Changes    int `json:"changes"`
+	// Rate is changes per second.
+	Rate float64 `json:"rate"`
+	// Nodes carry the Pods, spread over three zones.
+	Nodes int `json:"nodes"`
+	// Concurrency bounds API writes in flight during setup.
+	Concurrency int `json:"concurrency"`
+	// MissTimeout: a change a client has not seen this long after its
+	// write is a miss.
+	MissTimeout time.Duration `json:"miss_timeout_ns"`
+	// Timeout bounds the whole run.
+	Timeout time.Duration `json:"timeout_ns"`
+	// Seed makes the choice of services reproducible.
+	Seed uint64 `json:"seed"`
+	// Meshpilot is the binary to run; empty builds cmd/meshpilot.
+	Meshpilot string `json:"meshpilot"`
+	// MeshpilotArgs are passed to `meshpilot serve` after the benchmark's
+	// own flags.
+	MeshpilotArgs []string `json:"meshpilot_args"`
+	// Prefix of namespace and node names.
+	Prefix string `json:"prefix"`
+
+	// Env is an API server to use; nil starts one for the run.
+	Env *testenv.Env `json:"-"`
+	// Log receives progress lines; nil discards them.
+	Log io.Writer `json:"-"`
+}
+
+// Defaults returns the workload of the issue: 200 services over 10
+// namespaces, 5 endpoints each, 100 clients of 5 services, 50 changes at
+// 5 per second.
+func Defaults() Config {
+	return Config{
+		Services: 200, Namespaces: 10, Endpoints: 5,
+		Clients: 100, PerClient: 5,
+		Changes: 50, Rate: 5,
+		Nodes: 6, Concurrency: 32,
+		MissTimeout: 10 * time.Second, Timeout: 15 * time.Minute,
+		Seed: 1, Prefix: "bench",
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %d", name, v))
+		}
+	}
+	positive("services", c.Services)
+	positive("namespaces", c.Namespaces)
+	positive("endpoints", c.Endpoints)
+	positive("clients", c.Clients)
+	positive("per-client", c.PerClient)
+	positive("nodes", c.Nodes)
+	positive("concurrency", c.Concurrency)
+	if c.Changes < 0 {
+		errs = append(errs, fmt.Errorf("changes must not be negative, not %d", c.Changes))
+	}
+	if c.PerClient > c.Services {
+		errs = append(errs, fmt.Errorf("per-client (%d) must not exceed services (%d)", c.PerClient, c.Services))
+	}
+	if c.Namespaces > c.Services {
+		errs = append(errs, fmt.Errorf("namespaces (%d) must not exceed services (%d)", c.Namespaces, c.Services))
+	}
+	if c.Changes > 0 && c.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate must be positive, not %g", c.Rate))
+	}
+	if c.MissTimeout <= 0 || c.Timeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if c.Prefix == "" {
+		errs = append(errs, errors.New("prefix must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the benchmark and stops everything it started before it
+// returns, also when ctx ends early.
+func Run(ctx context.Context, cfg Config) (res *Result, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, fmt.Errorf("the run took longer than --timeout %s", cfg.Timeout))
+	defer cancel()
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	begin := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, "[%6.1fs] "+format+"\n", append([]any{time.Since(begin).Seconds()}, args...)...)
+	}
+	res = &Result{Config: cfg, Machine: machine(), Started: begin.UTC()}
+
+	workDir, err := os.MkdirTemp("", "meshbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err == nil {
+			os.RemoveAll(workDir)
+		}
+	}()
+
+	bin := cfg.Meshpilot
+	if bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("the meshpilot binary: %w", err)
+		}
+	} else {
+		logf("building meshpilot")
+		if bin, err = buildMeshpilot(ctx, workDir); err != nil {
+			return nil, err
+		}
+	}
+	res.Meshpilot = bin
+
+	env := cfg.Env
+	if env == nil {
+		logf("starting etcd and kube-apiserver")
+		if env, err = testenv.Start(); err != nil {
+			return nil, err
+		}
+		defer func() {
+			logf("stopping kube-apiserver and etcd")
+			if serr := env.Stop(); serr != nil {
+				logf("stopping the API server: %v", serr)
+			}
+		}()
+	}
+
+	// Setup: a client allowed to write fast.
+	rc := rest.CopyConfig(env.Config)
+	rc.QPS, rc.Burst = 5000, 10000
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	w := newWorkload(kc, &cfg)
+	logf("writing %d services over %d namespaces, %d endpoints each, on %d nodes", cfg.Services, cfg.Namespaces, cfg.Endpoints, cfg.Nodes)
+	t0 := time.Now()
+	if err := w.setup(ctx); err != nil {
+		return nil, fmt.Errorf("writing the workload: %w", err)
+	}
+	res.Setup = SetupResult{Writes: w.writes.Load(), Seconds: time.Since(t0).Seconds()}
+	logf("wrote %d objects in %.2fs", res.Setup.Writes, res.Setup.Seconds)
+
+	// meshpilot.
+	xdsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--kubeconfig", env.Kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}, cfg.MeshpilotArgs...)
+	res.MeshpilotArgs = args
+	logPath := filepath.Join(workDir, "meshpilot.log")
+	logf("starting %s %s", bin, strings.Join(args, " "))
+	t0 = time.Now()
+	proc, err := startProcess(bin, args, logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := proc.stop(10 * time.Second); serr != nil {
+			logf("%v; log kept in %s", serr, logPath)
+			if err == nil {
+				err = serr
+			}
+		}
+	}()
+	if err := proc.awaitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
+		return nil, err
+	}
+	res.SyncSeconds = time.Since(t0).Seconds()
+	res.snapshot(proc, "sync")
+	logf("meshpilot ready in %.2fs", res.SyncSeconds)
+
+	// Clients.
+	tr := newTracker(cfg.Clients)
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	subs := make([][]int, cfg.Clients) // services of each client
+	byService := make([][]int, len(w.services))
+	for c := range cfg.Clients {
+		subs[c] = rng.Perm(len(w.services))[:cfg.PerClient]
+		for _, s := range subs[c] {
+			byService[s] = append(byService[s], c)
+		}
+	}
+	tr.byService = byService
+	clientCtx, stopClients := context.WithCancel(ctx)
+	var clientsWG sync.WaitGroup
+	clientErrs := make(chan error, cfg.Clients)
+	defer func() {
+		stopClients()
+		clientsWG.Wait()
+	}()
+	stats := &clientStats{}
+	logf("opening %d ADS streams, %d services each", cfg.Clients, cfg.PerClient)
+	clients := make([]*adsClient, cfg.Clients)
+	for c := range cfg.Clients {
+		var names []string
+		for _, s := range subs[c] {
+			names = append(names, w.services[s].listenerName())
+		}
+		clients[c] = newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
+	}
+	convStart := time.Now()
+	for _, cl := range clients {
+		cc, err := grpc.NewClient("passthrough:///"+xdsAddr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+		if err != nil {
+			return nil, err
+		}
+		clientsWG.Go(func() {
+			defer cc.Close()
+			if err := cl.run(clientCtx, cc); err != nil {
+				clientErrs <- err
+			}
+		})
+	}
+	convTimeout := time.NewTimer(max(cfg.MissTimeout, 30*time.Second+time.Duration(cfg.Clients)*20*time.Millisecond))
+	defer convTimeout.Stop()
+	select {
+	case <-tr.allConverged:
+	case err := <-clientErrs:
+		return nil, fmt.Errorf("during convergence: %w", err)
+	case <-convTimeout.C:
+		return nil, fmt.Errorf("only %d of %d clients converged in time", tr.convergedCount(), cfg.Clients)
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	res.Convergence = tr.convergence(clients, convStart)
+	res.snapshot(proc, "converged")
+	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
+		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
+	if err := proc.alive(); err != nil {
+		return nil, err
+	}
+
+	// Churn.
+	if cfg.Changes > 0 {
+		var subscribed []int
+		for s, cs := range byService {
+			if len(cs) > 0 {
+				subscribed = append(subscribed, s)
+			}
+		}
+		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
+		churn, err := runChurn(ctx, w, tr, rng, subscribed, &cfg, clientErrs)
+		if err != nil {
+			return nil, err
+		}
+		res.Churn = churn
+		res.snapshot(proc, "churn")
+		logf("churn: %d (client, change) pairs: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d misses",
+			churn.Pairs, churn.P50MS, churn.P99MS, churn.MaxMS, churn.Misses)
+	}
+	if err := proc.alive(); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-clientErrs:
+		return nil, err
+	default:
+	}
+	res.XDS = XDSTraffic{Responses: map[string]int64{}, Bytes: map[string]int64{}}
+	for t, name := range []string{"lds", "rds", "cds", "eds"} {
+		res.XDS.Responses[name] = stats.responses[t].Load()
+		res.XDS.Bytes[name] = stats.bytes[t].Load()
+	}
+	res.XDS.Ignored = stats.ignored.Load()
+	res.Seconds = time.Since(begin).Seconds()
+	return res, nil
+}
+
+// runChurn adds one endpoint to a random subscribed service per tick and
+// waits for every subscribed client to hold it, or for the miss timeout.
+func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, subscribed []int, cfg *Config, clientErrs chan error) (*ChurnResult, error) {
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		changes []*change
+		errs    []error
+	)
+	start := time.Now()
+	for i := range cfg.Changes {
+		if i > 0 {
+			select {
+			case <-tick.C:
+			case err := <-clientErrs:
+				wg.Wait()
+				return nil, fmt.Errorf("during churn: %w", err)
+			case <-ctx.Done():
+				wg.Wait()
+				return nil, context.Cause(ctx)
+			}
+		}
+		svc := w.services[subscribed[rng.IntN(len(subscribed))]]
+		wg.Go(func() {
+			var ch *change
+			_, written, err := w.addEndpoint(ctx, svc, func(addr string) {
+				ch = tr.expect(addr, svc.idx)
+			})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			tr.written(ch, written)
+			select {
+			case <-ch.done:
+			case <-time.After(cfg.MissTimeout):
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			changes = append(changes, ch)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return tr.churn(changes, time.Since(start), cfg.MissTimeout), nil
+}
+
+// tracker collects convergence and the clients' sightings of new
+// addresses.
+type tracker struct {
+	mu           sync.Mutex
+	byService    [][]int // clients subscribed to each service
+	convergedAt  []time.Time
+	nConverged   int
+	allConverged chan struct{}
+	pending      map[string]*change // by address
+}
+
+type change struct {
+	addr      string
+	service   int
+	expected  []int
+	writeDone time.Time
+	seen      map[int]time.Time
+	done      chan struct{}
+}
+
+func newTracker(clients int) *tracker {
+	return &tracker{
+		convergedAt:  make([]time.Time, clients),
+		allConverged: make(chan struct{}),
+		pending:      map[string]*change{},
+	}
+}
+
+func (t *tracker) converged(id int, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.convergedAt[id].IsZero() {
+		return
+	}
+	t.convergedAt[id] = at
+	t.nConverged++
+	if t.nConverged == len(t.convergedAt) {
+		close(t.allConverged)
+	}
+}
+
+func (t *tracker) convergedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nConverged
+}
+
+// expect registers a change before its write, so that no sighting is lost.
+func (t *tracker) expect(addr string, service int) *change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch := &change{addr: addr, service: service, expected: t.byService[service],
+		seen: map[int]time.Time{}, done: make(chan struct{})}
+	t.pending[addr] = ch
+	if len(ch.expected) == 0 {
+		close(ch.done)
+	}
+	return ch
+}
+
+func (t *tracker) written(ch *change, at time.Time) {
+	t.mu.Lock()
+	ch.writeDone = at
+	t.mu.Unlock()
+}
+
+func (t *tracker) observe(id int, addr string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch := t.pending[addr]
+	if ch == nil {
+		return
+	}
+	if _, ok := ch.seen[id]; ok {
+		return
+	}
+	ch.seen[id] = at
+	n := 0
+	for _, c := range ch.expected {
+		if _, ok := ch.seen[c]; ok {
+			n++
+		}
+	}
+	if n == len(ch.expected) {
+		close(ch.done)
+	}
+}
+
+func (t *tracker) convergence(clients []*adsClient, start time.Time) ConvergenceResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var per []time.Duration
+	var last time.Time
+	for i, c := range clients {
+		at := t.convergedAt[i]
+		per = append(per, at.Sub(c.opened))
+		if at.After(last) {
+			last = at
+		}
+	}
+	d := newDist(per)
+	return ConvergenceResult{Clients: len(clients), AllMS: ms(last.Sub(start)), P50MS: d.p(50), P99MS: d.p(99), MaxMS: d.p(100)}
+}
+
+func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *ChurnResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &ChurnResult{Changes: len(changes), Seconds: took.Seconds()}
+	var lat []time.Duration
+	for _, ch := range changes {
+		for _, c := range ch.expected {
+			r.Pairs++
+			at, ok := ch.seen[c]
+			d := at.Sub(ch.writeDone)
+			if !ok || d > missTimeout {
+				r.Misses++
+				continue
+			}
+			if d < 0 {
+				r.BeforeWriteReturned++
+				d = 0
+			}
+			lat = append(lat, d)
+		}
+		delete(t.pending, ch.addr)
+	}
+	d := newDist(lat)
+	r.P50MS, r.P90MS, r.P99MS, r.MaxMS, r.MeanMS = d.p(50), d.p(90), d.p(99), d.p(100), d.mean()
+	return r
+}
+
+type dist []time.Duration
+
+func newDist(d []time.Duration) dist {
+	slices.Sort(d)
+	return d
+}
+
+// p is the nearest-rank percentile in milliseconds; 0 when empty.
+func (d dist) p(q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	i := int(q/100*float64(len(d))+0.999999) - 1
+	return ms(d[min(max(i, 0), len(d)-1)])
+}
+
+func (d dist) mean() float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return ms(sum / time.Duration(len(d)))
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return m
+}

@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result holds every figure of a run. Durations are in milliseconds or
+// seconds as their names say; memory in bytes.
+type Result struct {
+	Config        Config      `json:"config"`
+	Machine       Machine     `json:"machine"`
+	Started       time.Time   `json:"started"`
+	Meshpilot     string      `json:"meshpilot"`
+	MeshpilotArgs []string    `json:"meshpilot_args"`
+	Setup         SetupResult `json:"setup"`
+	// SyncSeconds is from starting meshpilot to its /readyz answering 200.
+	SyncSeconds float64           `json:"sync_seconds"`
+	Convergence ConvergenceResult `json:"convergence"`
+	Churn       *ChurnResult      `json:"churn,omitempty"`
+	// Phases are meshpilot's usage after sync, after convergence and after
+	// churn.
+	Phases []Phase    `json:"phases"`
+	XDS    XDSTraffic `json:"xds"`
+	// Seconds is the length of the whole run.
+	Seconds float64 `json:"seconds"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model"`
+	LoadAvg   string `json:"loadavg_at_start"`
+	GoVersion string `json:"go_version"`
+}
+
+// SetupResult is the writing of the workload.
+type SetupResult struct {
+	Writes  int64   `json:"writes"`
+	Seconds float64 `json:"seconds"`
+}
+
+// ConvergenceResult: per client, from its stream open to holding every
+// ClusterLoadAssignment it needs; AllMS from the first stream open to the
+// last client converged.
+type ConvergenceResult struct {
+	Clients int     `json:"clients"`
+	AllMS   float64 `json:"all_ms"`
+	P50MS   float64 `json:"p50_ms"`
+	P99MS   float64 `json:"p99_ms"`
+	MaxMS   float64 `json:"max_ms"`
+}
+
+// ChurnResult: latencies over all (subscribed client, change) pairs, from
+// the EndpointSlice write returning to the client holding the new address.
+type ChurnResult struct {
+	Changes int     `json:"changes"`
+	Seconds float64 `json:"seconds"`
+	Pairs   int     `json:"pairs"`
+	P50MS   float64 `json:"p50_ms"`
+	P90MS   float64 `json:"p90_ms"`
+	P99MS   float64 `json:"p99_ms"`
+	MaxMS   float64 `json:"max_ms"`
+	MeanMS  float64 `json:"mean_ms"`
+	// Misses are pairs not seen within the miss timeout.
+	Misses int `json:"misses"`
+	// BeforeWriteReturned counts pairs seen before the write call
+	// returned; they count as 0 ms.
+	BeforeWriteReturned int `json:"before_write_returned"`
+}
+
+// Phase is meshpilot's usage at the end of a phase.
+type Phase struct {
+	Name string `json:"name"`
+	Usage
+	// CPUDelta is the CPU time spent in this phase alone.
+	CPUDelta float64 `json:"cpu_seconds_in_phase"`
+	// SampledPeakRSS is the highest VmRSS seen by sampling every 100 ms so
+	// far.
+	SampledPeakRSS int64 `json:"sampled_peak_rss_bytes"`
+}
+
+// XDSTraffic is what all clients received, by type.
+type XDSTraffic struct {
+	Responses map[string]int64 `json:"responses"`
+	// Bytes of resources (marshalled), not counting framing.
+	Bytes map[string]int64 `json:"resource_bytes"`
+	// Ignored counts resources nobody asked for.
+	Ignored int64 `json:"ignored_resources"`
+}
+
+func (r *Result) snapshot(p *process, name string) {
+	u, err := readUsage(p.pid())
+	if err != nil {
+		return
+	}
+	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: max(p.sampledPeakRSS(), u.RSS)}
+	if n := len(r.Phases); n > 0 {
+		ph.CPUDelta = u.CPUSeconds - r.Phases[n-1].CPUSeconds
+	}
+	r.Phases = append(r.Phases, ph)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// WriteSummary prints a small table of the figures.
+func (r *Result) WriteSummary(out io.Writer) {
+	c := r.Config
+	fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d changes at %g/s\n",
+		c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Changes, c.Rate)
+	if len(c.MeshpilotArgs) > 0 {
+		fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
+	}
+	fmt.Fprintf(out, "machine: %d CPUs, %s, load %s at start\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg)
+	fmt.Fprintf(out, "setup: %d API writes in %.2f s; meshpilot ready in %.2f s\n\n", r.Setup.Writes, r.Setup.Seconds, r.SyncSeconds)
+
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency (ms)\tp50\tp90\tp99\tmax\tall\tmisses\t")
+	cv := r.Convergence
+	fmt.Fprintf(tw, "converge (%d clients)\t%.1f\t-\t%.1f\t%.1f\t%.1f\t-\t\n", cv.Clients, cv.P50MS, cv.P99MS, cv.MaxMS, cv.AllMS)
+	if ch := r.Churn; ch != nil {
+		fmt.Fprintf(tw, "churn (%d pairs)\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS, ch.Misses)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "meshpilot after\tCPU s\tCPU s in phase\tRSS MiB\tanon MiB\tfile MiB\tpeak RSS MiB (VmHWM)\tthreads\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t\n", p.Name, p.CPUSeconds, p.CPUDelta,
+			mib(p.RSS), mib(p.RSSAnon), mib(p.RSSFile), mib(p.HWM), p.Threads)
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "\nxDS responses received: LDS %d, RDS %d, CDS %d, EDS %d (EDS %.1f MiB of resources)\n\n",
+		r.XDS.Responses["lds"], r.XDS.Responses["rds"], r.XDS.Responses["cds"], r.XDS.Responses["eds"], mib(r.XDS.Bytes["eds"]))
+}

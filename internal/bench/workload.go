@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// ServicePort is the port of every benchmark service; clients ask for
+	// "<fqdn>:7070".
+	ServicePort = 7070
+	targetPort  = 8080
+	portName    = "grpc"
+	region      = "bench-region"
+)
+
+// addrBase is the first endpoint address: 10.128.0.0/9 lies outside the
+// API server's service range (testenv.ServiceCIDR, 10.96.0.0/12) and holds
+// eight million addresses. Nothing ever dials them.
+var addrBase = binary.BigEndian.Uint32(netip.MustParseAddr("10.128.0.0").AsSlice())
+
+// service is one benchmark service and the slice that holds its endpoints.
+type service struct {
+	idx       int
+	name, ns  string
+	hostname  string
+	mu        sync.Mutex                 // serialises slice writes
+	slice     *discoveryv1.EndpointSlice // as last written
+	addresses []string
+}
+
+func (s *service) listenerName() string { return fmt.Sprintf("%s:%d", s.hostname, ServicePort) }
+
+// workload writes and changes the Kubernetes objects of a run.
+type workload struct {
+	client   kubernetes.Interface
+	cfg      *Config
+	services []*service
+	nodes    []string
+	nextAddr atomic.Uint32
+	nextPod  atomic.Int64
+	writes   atomic.Int64
+}
+
+func newWorkload(client kubernetes.Interface, cfg *Config) *workload {
+	w := &workload{client: client, cfg: cfg}
+	for i := range cfg.Nodes {
+		w.nodes = append(w.nodes, fmt.Sprintf("%s-node-%d", cfg.Prefix, i))
+	}
+	for i := range cfg.Services {
+		ns := w.namespace(i % cfg.Namespaces)
+		name := fmt.Sprintf("svc-%d", i)
+		w.services = append(w.services, &service{
+			idx: i, name: name, ns: ns,
+			hostname: name + "." + ns + ".svc.cluster.local",
+		})
+	}
+	return w
+}
+
+func (w *workload) namespace(i int) string { return fmt.Sprintf("%s-%d", w.cfg.Prefix, i) }
+
+// zone of node i: nodes are spread over three zones of one region.
+func zone(node int) string { return fmt.Sprintf("%s-%c", region, 'a'+node%3) }
+
+func (w *workload) newAddr() string {
+	n := addrBase + w.nextAddr.Add(1)
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], n)
+	return netip.AddrFrom4(b).String()
+}
+
+// setup writes namespaces, nodes, services, pods (with their status) and
+// one EndpointSlice per service, with at most cfg.Concurrency writes in
+// flight.
+func (w *workload) setup(ctx context.Context) error {
+	core := w.client.CoreV1()
+	err := forEach(ctx, w.cfg.Namespaces+len(w.nodes), w.cfg.Concurrency, func(ctx context.Context, i int) error {
+		if i < w.cfg.Namespaces {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.namespace(i)}}
+			_, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+			w.writes.Add(1)
+			return wrap(err, "creating namespace %s", ns.Name)
+		}
+		n := i - w.cfg.Namespaces
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.nodes[n], Labels: map[string]string{
+			corev1.LabelTopologyRegion: region,
+			corev1.LabelTopologyZone:   zone(n),
+		}}}
+		_, err := core.Nodes().Create(ctx, node, metav1.CreateOptions{})
+		w.writes.Add(1)
+		return wrap(err, "creating node %s", node.Name)
+	})
+	if err != nil {
+		return err
+	}
+	// One task per object keeps the writes in flight even when a service
+	// has many endpoints; a slice is written once its pods are.
+	type task struct{ svc, ep int } // ep == -1: the service itself
+	var tasks []task
+	for s := range w.services {
+		tasks = append(tasks, task{s, -1})
+		for e := range w.cfg.Endpoints {
+			tasks = append(tasks, task{s, e})
+		}
+	}
+	eps := make([][]discoveryv1.Endpoint, len(w.services))
+	for s := range eps {
+		eps[s] = make([]discoveryv1.Endpoint, w.cfg.Endpoints)
+	}
+	err = forEach(ctx, len(tasks), w.cfg.Concurrency, func(ctx context.Context, i int) error {
+		t := tasks[i]
+		svc := w.services[t.svc]
+		if t.ep < 0 {
+			return w.createService(ctx, svc)
+		}
+		ep, err := w.createPod(ctx, svc)
+		eps[t.svc][t.ep] = ep
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return forEach(ctx, len(w.services), w.cfg.Concurrency, func(ctx context.Context, i int) error {
+		svc := w.services[i]
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: svc.name + "-0", Namespace: svc.ns,
+				Labels: map[string]string{discoveryv1.LabelServiceName: svc.name},
+			},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(int32(targetPort))}},
+			Endpoints:   eps[i],
+		}
+		out, err := w.client.DiscoveryV1().EndpointSlices(svc.ns).Create(ctx, slice, metav1.CreateOptions{})
+		w.writes.Add(1)
+		if err != nil {
+			return wrap(err, "creating the slice of %s", svc.hostname)
+		}
+		svc.slice = out
+		for _, e := range eps[i] {
+			svc.addresses = append(svc.addresses, e.Addresses...)
+		}
+		return nil
+	})
+}
+
+func (w *workload) createService(ctx context.Context, svc *service) error {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: svc.ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": svc.name},
+			Ports: []corev1.ServicePort{{
+				Name: portName, Port: ServicePort, TargetPort: intstr.FromInt32(targetPort),
+			}},
+		},
+	}
+	_, err := w.client.CoreV1().Services(svc.ns).Create(ctx, s, metav1.CreateOptions{})
+	w.writes.Add(1)
+	return wrap(err, "creating service %s", svc.hostname)
+}
+
+// createPod creates a ready, running Pod of svc on one of the nodes with a
+// new address and returns the slice endpoint for it.
+func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.Endpoint, error) {
+	n := int(w.nextPod.Add(1))
+	node := n % len(w.nodes)
+	addr := w.newAddr()
+	pods := w.client.CoreV1().Pods(svc.ns)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", svc.name, n), Namespace: svc.ns,
+			Labels: map[string]string{"app": svc.name},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:   w.nodes[node],
+			Containers: []corev1.Container{{Name: "app", Image: "meshbench/app"}},
+		},
+	}
+	out, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	w.writes.Add(1)
+	if err != nil {
+		return discoveryv1.Endpoint{}, wrap(err, "creating pod %s/%s", svc.ns, pod.Name)
+	}
+	now := metav1.Now()
+	out.Status = corev1.PodStatus{
+		Phase:  corev1.PodRunning,
+		PodIP:  addr,
+		PodIPs: []corev1.PodIP{{IP: addr}},
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
+	_, err = pods.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+	w.writes.Add(1)
+	if err != nil {
+		return discoveryv1.Endpoint{}, wrap(err, "setting the status of pod %s/%s", svc.ns, pod.Name)
+	}
+	return discoveryv1.Endpoint{
+		Addresses:  []string{addr},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		NodeName:   ptr.To(w.nodes[node]),
+		Zone:       ptr.To(zone(node)),
+		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: svc.ns, Name: pod.Name, UID: out.UID},
+	}, nil
+}
+
+// addEndpoint adds a new Pod to svc and its address to the service's
+// slice. before is called with the new address before the slice is
+// written; written is when the slice write returned.
+func (w *workload) addEndpoint(ctx context.Context, svc *service, before func(addr string)) (addr string, written time.Time, err error) {
+	ep, err := w.createPod(ctx, svc)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	addr = ep.Addresses[0]
+	before(addr)
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	slices := w.client.DiscoveryV1().EndpointSlices(svc.ns)
+	for attempt := 0; ; attempt++ {
+		next := svc.slice.DeepCopy()
+		next.Endpoints = append(next.Endpoints, ep)
+		out, err := slices.Update(ctx, next, metav1.UpdateOptions{})
+		w.writes.Add(1)
+		if err == nil {
+			written = time.Now()
+			svc.slice = out
+			svc.addresses = append(svc.addresses, addr)
+			return addr, written, nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 5 {
+			return "", time.Time{}, wrap(err, "updating the slice of %s", svc.hostname)
+		}
+		cur, gerr := slices.Get(ctx, svc.slice.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return "", time.Time{}, wrap(gerr, "reading the slice of %s", svc.hostname)
+		}
+		svc.slice = cur
+	}
+}
+
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// forEach runs fn for 0..n-1 with at most workers calls at a time and
+// returns the first error; after it, calls not yet started are skipped.
+func forEach(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers = max(1, min(workers, n))
+	var (
+		next    atomic.Int64
+		errOnce sync.Once
+		first   error
+		wg      sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					errOnce.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		// The parent ended.
+		return context.Cause(ctx)
+	}
+	return first
+}
