@@ -191,15 +191,20 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A group and short name of its own, so that repeated runs against the
+	// same API server never meet a CRD still being deleted.
+	id := fmt.Sprint(time.Now().UnixNano() % 1e9)
+	group, short := "t"+id+".meshpilot.io", "wdg"+id
+	crdName := "widgets." + group
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "widgets.test.meshpilot.io"},
+		"metadata":   map[string]any{"name": crdName},
 		"spec": map[string]any{
-			"group": "test.meshpilot.io",
+			"group": group,
 			"scope": "Namespaced",
-			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": []any{"wdg"}},
+			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": []any{short}},
 			"versions": []any{map[string]any{
 				"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
@@ -212,10 +217,10 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		dyn.Resource(crdGVR).Delete(context.Background(), "widgets.test.meshpilot.io", metav1.DeleteOptions{})
+		dyn.Resource(crdGVR).Delete(context.Background(), crdName, metav1.DeleteOptions{})
 	})
 	err = wait.PollUntilContextTimeout(c, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := dyn.Resource(crdGVR).Get(ctx, "widgets.test.meshpilot.io", metav1.GetOptions{})
+		got, err := dyn.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -232,11 +237,11 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 		t.Fatalf("CRD not established: %v", err)
 	}
 
-	p := start(t, nil, "watch", "widgets.test.meshpilot.io", "-n", ns, "-o", "json", "--kubeconfig", env.Kubeconfig)
+	p := start(t, nil, "watch", crdName, "-n", ns, "-o", "json", "--kubeconfig", env.Kubeconfig)
 	p.waitStderr("msg=watching")
-	widgets := dyn.Resource(schema.GroupVersionResource{Group: "test.meshpilot.io", Version: "v1", Resource: "widgets"}).Namespace(ns)
+	widgets := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}).Namespace(ns)
 	w, err := widgets.Create(c, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "test.meshpilot.io/v1", "kind": "Widget",
+		"apiVersion": group + "/v1", "kind": "Widget",
 		"metadata": map[string]any{"name": "w1", "labels": map[string]any{"size": "big"}},
 		"spec":     map[string]any{"color": "blue"},
 	}}, metav1.CreateOptions{})
@@ -258,7 +263,7 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 		return e
 	}
 	e := parse(p.next())
-	want := event{Time: e.Time, Event: "ADDED", Kind: "Widget", APIVersion: "test.meshpilot.io/v1", Namespace: ns, Name: "w1",
+	want := event{Time: e.Time, Event: "ADDED", Kind: "Widget", APIVersion: group + "/v1", Namespace: ns, Name: "w1",
 		ResourceVersion: w.GetResourceVersion(), Summary: map[string]string{"labels": "size=big"}}
 	if fmt.Sprint(e) != fmt.Sprint(want) {
 		t.Errorf("event %+v\nwant %+v", e, want)
@@ -276,9 +281,9 @@ func TestWatchCustomResourceJSON(t *testing.T) {
 	}
 
 	// The short name from the CRD resolves too, and lists existing objects.
-	short := start(t, nil, "watch", "wdg", "-n", ns, "--kubeconfig", env.Kubeconfig)
-	short.expect(" ADDED ", "Widget "+ns+"/w1 ", "labels=size=small")
-	short.interrupt()
+	byShort := start(t, nil, "watch", short, "-n", ns, "--kubeconfig", env.Kubeconfig)
+	byShort.expect(" ADDED ", "Widget "+ns+"/w1 ", "labels=size=small")
+	byShort.interrupt()
 
 	if err := widgets.Delete(c, "w1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
