@@ -64,6 +64,9 @@ type Config struct {
 	// MeshpilotArgs are passed to `meshpilot serve` after the benchmark's
 	// own flags.
 	MeshpilotArgs []string `json:"meshpilot_args"`
+	// MeshpilotLog keeps meshpilot's output in this file; empty keeps it
+	// only when the run fails.
+	MeshpilotLog string `json:"meshpilot_log,omitempty"`
 	// Prefix of namespace and node names.
 	Prefix string `json:"prefix"`
 
@@ -204,7 +207,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	args := append([]string{"serve", "--kubeconfig", env.Kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}, cfg.MeshpilotArgs...)
 	res.MeshpilotArgs = args
-	logPath := filepath.Join(workDir, "meshpilot.log")
+	logPath := cfg.MeshpilotLog
+	if logPath == "" {
+		logPath = filepath.Join(workDir, "meshpilot.log")
+	}
 	logf("starting %s %s", bin, strings.Join(args, " "))
 	t0 = time.Now()
 	proc, err := startProcess(bin, args, logPath)
@@ -212,11 +218,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	defer func() {
-		if serr := proc.stop(10 * time.Second); serr != nil {
-			logf("%v; log kept in %s", serr, logPath)
+		serr := proc.stop(10 * time.Second)
+		if serr != nil {
+			logf("%v", serr)
 			if err == nil {
 				err = serr
 			}
+		}
+		if err != nil || cfg.MeshpilotLog != "" {
+			logf("meshpilot's log is in %s", logPath)
 		}
 	}()
 	if err := proc.awaitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
@@ -395,12 +405,13 @@ type tracker struct {
 }
 
 type change struct {
-	addr      string
-	service   int
-	expected  []int
-	writeDone time.Time
-	seen      map[int]time.Time
-	done      chan struct{}
+	addr       string
+	service    int
+	expected   []int
+	writeStart time.Time
+	writeDone  time.Time
+	seen       map[int]time.Time
+	done       chan struct{}
 }
 
 func newTracker(clients int) *tracker {
@@ -435,7 +446,7 @@ func (t *tracker) expect(addr string, service int) *change {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ch := &change{addr: addr, service: service, expected: t.byService[service],
-		seen: map[int]time.Time{}, done: make(chan struct{})}
+		writeStart: time.Now(), seen: map[int]time.Time{}, done: make(chan struct{})}
 	t.pending[addr] = ch
 	if len(ch.expected) == 0 {
 		close(ch.done)
@@ -491,8 +502,9 @@ func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *Chu
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &ChurnResult{Changes: len(changes), Seconds: took.Seconds()}
-	var lat []time.Duration
+	var lat, fromStart, writes []time.Duration
 	for _, ch := range changes {
+		writes = append(writes, ch.writeDone.Sub(ch.writeStart))
 		for _, c := range ch.expected {
 			r.Pairs++
 			at, ok := ch.seen[c]
@@ -501,6 +513,7 @@ func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *Chu
 				r.Misses++
 				continue
 			}
+			fromStart = append(fromStart, at.Sub(ch.writeStart))
 			if d < 0 {
 				r.BeforeWriteReturned++
 				d = 0
@@ -511,6 +524,10 @@ func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *Chu
 	}
 	d := newDist(lat)
 	r.P50MS, r.P90MS, r.P99MS, r.MaxMS, r.MeanMS = d.p(50), d.p(90), d.p(99), d.p(100), d.mean()
+	fs := newDist(fromStart)
+	r.FromWriteStart = Percentiles{P50MS: fs.p(50), P90MS: fs.p(90), P99MS: fs.p(99), MaxMS: fs.p(100)}
+	ws := newDist(writes)
+	r.SliceWrite = Percentiles{P50MS: ws.p(50), P90MS: ws.p(90), P99MS: ws.p(99), MaxMS: ws.p(100)}
 	return r
 }
 

@@ -70,6 +70,19 @@ type ChurnResult struct {
 	// BeforeWriteReturned counts pairs seen before the write call
 	// returned; they count as 0 ms.
 	BeforeWriteReturned int `json:"before_write_returned"`
+	// FromWriteStart measures the same pairs from the start of the
+	// EndpointSlice write, which includes the API server's own latency.
+	FromWriteStart Percentiles `json:"from_write_start"`
+	// SliceWrite is how long the EndpointSlice update call took.
+	SliceWrite Percentiles `json:"slice_write"`
+}
+
+// Percentiles of a latency distribution, in milliseconds.
+type Percentiles struct {
+	P50MS float64 `json:"p50_ms"`
+	P90MS float64 `json:"p90_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
 }
 
 // Phase is meshpilot's usage at the end of a phase.
@@ -123,6 +136,10 @@ func (r *Result) WriteSummary(out io.Writer) {
 	fmt.Fprintf(tw, "converge (%d clients)\t%.1f\t-\t%.1f\t%.1f\t%.1f\t-\t\n", cv.Clients, cv.P50MS, cv.P99MS, cv.MaxMS, cv.AllMS)
 	if ch := r.Churn; ch != nil {
 		fmt.Fprintf(tw, "churn (%d pairs)\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS, ch.Misses)
+		fs := ch.FromWriteStart
+		fmt.Fprintf(tw, "  from write start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS)
+		ws := ch.SliceWrite
+		fmt.Fprintf(tw, "  slice write itself\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ws.P50MS, ws.P90MS, ws.P99MS, ws.MaxMS)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
