@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os/signal"
 	"syscall"
 	"time"
@@ -11,11 +13,13 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
 
 type serveFlags struct {
+	from               string
 	kubeconfig         string
 	namespaces         []string
 	discoverySelectors []string
@@ -41,11 +45,17 @@ proxyless gRPC clients and Envoy. Every change is pushed, debounced, to the
 clients that need it.
 
 The cluster comes from --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
-else the in-cluster service account.`,
+else the in-cluster service account.
+
+With --from DIR, serve reads Kubernetes manifests (Namespace, Service,
+EndpointSlice, Pod, Node; YAML or JSON) from DIR and its subfolders instead
+of a cluster, and follows every saved change. A broken file is logged with
+its document and field; its last good content stays in force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&f.from, "from", "", "serve the Kubernetes manifests of this folder (and its subfolders) instead of a cluster; changes are followed")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all)")
 	fl.StringArrayVar(&f.discoverySelectors, "discovery-selectors", nil,
@@ -67,6 +77,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	log := logger(cmd)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+
+	if f.from != "" {
+		reg, err := file.New(file.Options{Dir: f.from, DomainSuffix: f.domainSuffix, Logger: log})
+		if err != nil {
+			return err
+		}
+		return serveRegistry(ctx, log, reg, f)
+	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
 	if err != nil {
@@ -91,6 +109,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	return serveRegistry(ctx, log, reg, f)
+}
+
+func serveRegistry(ctx context.Context, log *slog.Logger, reg server.Registry, f serveFlags) error {
 	srv, err := server.New(server.Options{
 		Registry:     reg,
 		DomainSuffix: f.domainSuffix,

@@ -1,0 +1,232 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshpilot/meshpilot/examples"
+)
+
+// lines collects the demo's output and hands it out line by line.
+type lines struct {
+	mu      sync.Mutex
+	partial string
+	all     []string
+	added   chan struct{}
+}
+
+func newLines() *lines { return &lines{added: make(chan struct{}, 1)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	parts := strings.Split(l.partial+string(p), "\n")
+	l.partial = parts[len(parts)-1]
+	l.all = append(l.all, parts[:len(parts)-1]...)
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.all, "\n")
+}
+
+// await waits for a line, from index from on, that satisfies match, and
+// returns its index.
+func (l *lines) await(t *testing.T, what string, from int, match func(string) bool) int {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		for i := from; i < len(l.all); i++ {
+			if match(l.all[i]) {
+				l.mu.Unlock()
+				return i
+			}
+		}
+		from = max(from, len(l.all))
+		l.mu.Unlock()
+		select {
+		case <-l.added:
+		case <-timeout:
+			t.Fatalf("no line with %s; output:\n%s", what, l.String())
+		}
+	}
+}
+
+var countRE = regexp.MustCompile(`(127\.0\.0\.\d+): (\d+)`)
+
+// counts parses a report line: "15:04:05  127.0.0.11: 34  127.0.0.12: 33 ...".
+func counts(line string) map[string]int {
+	out := map[string]int{}
+	for _, m := range countRE.FindAllStringSubmatch(line, -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = n
+	}
+	return out
+}
+
+// freeBackendPort finds a port free on the demo's three addresses.
+func freeBackendPort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.11:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ok := true
+		for _, ip := range []string{"127.0.0.12", "127.0.0.13"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on 127.0.0.11-13")
+	return 0
+}
+
+// markNotReady sets "ready: false" on the endpoint with address ip, as a
+// user would in an editor.
+func markNotReady(t *testing.T, path, ip string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?s)(- addresses: \["` + regexp.QuoteMeta(ip) + `"\]\s+conditions:\s+ready: )true`)
+	if !re.Match(data) {
+		t.Fatalf("%s has no ready endpoint %s:\n%s", path, ip, data)
+	}
+	if err := os.WriteFile(path, re.ReplaceAll(data, []byte("${1}false")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestTrafficFollowsAnEdit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mesh")
+	port := freeBackendPort(t)
+	out := newLines()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Dir: dir, BackendPort: port, Interval: 200 * time.Millisecond, Out: out, Logger: quietLogger()})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("output:\n%s", out.String())
+		}
+	}()
+
+	file := filepath.Join(dir, examples.EndpointsFile)
+	out.await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
+	backend := func(ip string) string { return fmt.Sprintf("%s:%d", ip, port) }
+	out.await(t, "the backends", 0, func(l string) bool {
+		return strings.Contains(l, backend("127.0.0.11")) && strings.Contains(l, backend("127.0.0.13"))
+	})
+	i := out.await(t, "traffic on all three backends", 0, func(l string) bool {
+		c := counts(l)
+		return c["127.0.0.11"] > 0 && c["127.0.0.12"] > 0 && c["127.0.0.13"] > 0
+	})
+
+	markNotReady(t, file, "127.0.0.12")
+	i = out.await(t, "meshpilot's news of the change", i+1, func(l string) bool {
+		return strings.Contains(l, "meshpilot: greeter:") && strings.Contains(l, "127.0.0.12 (eu-west-b) UNHEALTHY")
+	})
+	out.await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
+		c := counts(l)
+		return len(c) == 3 && c["127.0.0.12"] == 0 && c["127.0.0.11"] > 0 && c["127.0.0.13"] > 0
+	})
+}
+
+func TestDurationEndsTheDemo(t *testing.T) {
+	out := newLines()
+	start := time.Now()
+	err := Run(context.Background(), Options{BackendPort: freeBackendPort(t), Duration: 1500 * time.Millisecond,
+		Interval: 200 * time.Millisecond, Out: out, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the demo took %v", d)
+	}
+	if !strings.HasSuffix(out.String(), "demo finished") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	// The temporary copy is removed.
+	for _, l := range out.all {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(l), "manifests  "); ok {
+			dir := strings.Fields(f)[0]
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("%s is still there: %v", dir, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no manifests line:\n%s", out.String())
+}
+
+func TestClearErrors(t *testing.T) {
+	port := freeBackendPort(t)
+	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.13:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	notEmpty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notEmpty, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []string
+	}{
+		{"a backend port is taken", Options{BackendPort: port}, []string{fmt.Sprintf("127.0.0.13:%d", port), "--backend-port"}},
+		{"the folder is not empty", Options{Dir: notEmpty}, []string{notEmpty, "not empty"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Out, tc.opts.Logger = io.Discard, quietLogger()
+			tc.opts.Duration = 20 * time.Second
+			err := Run(context.Background(), tc.opts)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
