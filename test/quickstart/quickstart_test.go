@@ -1,0 +1,479 @@
+// Package quickstart runs the meshpilot binary the way the README's first
+// steps do, without a cluster: "meshpilot demo", "meshpilot serve --from"
+// with "meshpilot bootstrap" feeding a real grpc-go xDS client.
+package quickstart
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/xds"
+
+	"github.com/meshpilot/meshpilot/examples"
+	"github.com/meshpilot/meshpilot/internal/grpctest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildMeshpilot builds the meshpilot binary once per test binary.
+func buildMeshpilot(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "meshpilot-quickstart-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "meshpilot")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshpilot/meshpilot/cmd/meshpilot").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building meshpilot: %v", buildErr)
+	}
+	return binPath
+}
+
+// output collects a process's output line by line.
+type output struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{}
+}
+
+func collect(r io.Reader) *output {
+	o := &output{added: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			o.mu.Lock()
+			o.lines = append(o.lines, sc.Text())
+			o.mu.Unlock()
+			select {
+			case o.added <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return o
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return strings.Join(o.lines, "\n")
+}
+
+// await waits for a line from index from on that satisfies match.
+func (o *output) await(t *testing.T, what string, from int, match func(string) bool) int {
+	t.Helper()
+	timeout := time.After(grpctest.Wait)
+	for {
+		o.mu.Lock()
+		for i := from; i < len(o.lines); i++ {
+			if match(o.lines[i]) {
+				o.mu.Unlock()
+				return i
+			}
+		}
+		from = max(from, len(o.lines))
+		o.mu.Unlock()
+		select {
+		case <-o.added:
+		case <-timeout:
+			t.Fatalf("no line with %s; output:\n%s", what, o.String())
+		}
+	}
+}
+
+// process is the meshpilot binary running in the background.
+type process struct {
+	cmd    *exec.Cmd
+	out    *output
+	exited chan error
+}
+
+// start runs bin with args; the test stops it (SIGTERM) if it still runs.
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	r, w := io.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, out: collect(r), exited: make(chan error, 1)}
+	go func() {
+		err := cmd.Wait()
+		w.Close()
+		p.exited <- err
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.exited:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Errorf("%v did not stop on SIGTERM", args)
+			}
+		}
+		if t.Failed() {
+			t.Logf("output of %v:\n%s", args, p.out.String())
+		}
+	})
+	return p
+}
+
+// wait waits for the process to end by itself and returns its exit error.
+func (p *process) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		return err
+	case <-time.After(within):
+		t.Fatalf("still running after %v", within)
+		return nil
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// freeDemoPort finds a port free on the demo's three backend addresses.
+func freeDemoPort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.11:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ok := true
+		for _, ip := range []string{"127.0.0.12", "127.0.0.13"} {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on 127.0.0.11-13")
+	return 0
+}
+
+var countRE = regexp.MustCompile(`(127\.0\.0\.\d+): (\d+)`)
+
+func counts(line string) map[string]int {
+	out := map[string]int{}
+	for _, m := range countRE.FindAllStringSubmatch(line, -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = n
+	}
+	return out
+}
+
+// TestDemo runs "meshpilot demo", edits the file it names as a user would
+// and reads from its report that traffic left the endpoint marked not
+// ready; Ctrl-C ends it cleanly.
+func TestDemo(t *testing.T) {
+	bin := buildMeshpilot(t)
+	dir := filepath.Join(t.TempDir(), "mesh")
+	p := start(t, bin, "demo", "--dir", dir, "--backend-port", strconv.Itoa(freeDemoPort(t)),
+		"--interval", "250ms", "--duration", "2m")
+
+	file := filepath.Join(dir, examples.EndpointsFile)
+	p.out.await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
+	i := p.out.await(t, "traffic on all three backends", 0, func(l string) bool {
+		c := counts(l)
+		return c["127.0.0.11"] > 0 && c["127.0.0.12"] > 0 && c["127.0.0.13"] > 0
+	})
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?s)(- addresses: \["127\.0\.0\.12"\]\s+conditions:\s+ready: )true`)
+	if !re.Match(data) {
+		t.Fatalf("the example has no ready endpoint 127.0.0.12:\n%s", data)
+	}
+	if err := os.WriteFile(file, re.ReplaceAll(data, []byte("${1}false")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.out.await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
+		c := counts(l)
+		return len(c) == 3 && c["127.0.0.12"] == 0 && c["127.0.0.11"] > 0 && c["127.0.0.13"] > 0
+	})
+
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("Ctrl-C: %v", err)
+	}
+	p.out.await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("a --dir copy must stay: %v", err)
+	}
+}
+
+func TestDemoDurationEndsIt(t *testing.T) {
+	bin := buildMeshpilot(t)
+	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(freeDemoPort(t)), "--duration", "3s", "--interval", "500ms")
+	if err := p.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	p.out.await(t, "a report line", 0, func(l string) bool { return len(counts(l)) == 3 })
+	p.out.await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+}
+
+func TestDemoPortTaken(t *testing.T) {
+	bin := buildMeshpilot(t)
+	port := freeDemoPort(t)
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.12:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(port), "--duration", "20s")
+	if err := p.wait(t, 30*time.Second); err == nil {
+		t.Fatal("the demo ran with its port taken")
+	}
+	p.out.await(t, "a clear error", 0, func(l string) bool {
+		return strings.HasPrefix(l, "meshpilot: cannot start the demo backend on 127.0.0.12:"+strconv.Itoa(port)) &&
+			strings.Contains(l, "--backend-port")
+	})
+}
+
+func awaitHTTP(t *testing.T, url string, code int) {
+	t.Helper()
+	deadline := time.Now().Add(grpctest.Wait)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == code {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s never answered %d: last %s", url, code, last)
+}
+
+// writeMesh writes a namespace "files" with a service echo (port 7070)
+// whose endpoints are the backends.
+func writeMesh(t *testing.T, dir string, bs []grpctest.Backend) {
+	t.Helper()
+	var eps strings.Builder
+	for _, b := range bs {
+		fmt.Fprintf(&eps, "- addresses: [%s]\n", b.IP)
+	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: files}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: files}
+spec:
+  ports: [{name: grpc, port: 7070, targetPort: %d}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: echo-1, namespace: files, labels: {kubernetes.io/service-name: echo}}
+addressType: IPv4
+ports: [{name: grpc, port: %d}]
+endpoints:
+%s`, bs[0].Port, bs[0].Port, eps.String())
+	if err := os.WriteFile(filepath.Join(dir, "echo.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runBootstrap runs "meshpilot bootstrap" and returns what it prints.
+func runBootstrap(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"bootstrap"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bootstrap %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+// channelFrom opens a grpc-go xDS channel configured by a bootstrap
+// document, as GRPC_XDS_BOOTSTRAP would configure it.
+func channelFrom(t *testing.T, bootstrapJSON []byte, target string) *grpc.ClientConn {
+	t.Helper()
+	res, err := xds.NewXDSResolverWithConfigForTesting(bootstrapJSON)
+	if err != nil {
+		t.Fatalf("grpc-go rejects the bootstrap: %v\n%s", err, bootstrapJSON)
+	}
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// TestServeFromAFolderWithBootstrap serves a folder with "meshpilot serve
+// --from" and reaches its backends through a grpc-go channel built from
+// what "meshpilot bootstrap" prints.
+func TestServeFromAFolderWithBootstrap(t *testing.T) {
+	bin := buildMeshpilot(t)
+	bs := grpctest.StartBackends(t, "127.0.0.41", "127.0.0.42")
+	dir := t.TempDir()
+	writeMesh(t, dir, bs)
+	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	start(t, bin, "serve", "--from", dir, "--xds-addr", xdsAddr, "--http-addr", httpAddr)
+	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+
+	out := runBootstrap(t, bin, "--xds-server", xdsAddr, "--namespace", "files", "--pod", "client-1", "--ip", "127.0.0.1")
+	var doc struct {
+		Node struct {
+			ID       string            `json:"id"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("bootstrap is not JSON: %v\n%s", err, out)
+	}
+	if want := "sidecar~127.0.0.1~client-1.files~files.svc.cluster.local"; doc.Node.ID != want {
+		t.Fatalf("node id %q, want %q", doc.Node.ID, want)
+	}
+	if doc.Node.Metadata["GENERATOR"] != "grpc" || doc.Node.Metadata["NAMESPACE"] != "files" {
+		t.Fatalf("node metadata %v", doc.Node.Metadata)
+	}
+	// A short name resolves in the client's namespace, which the server
+	// learns from the bootstrap's node.
+	grpctest.AwaitSpread(t, channelFrom(t, out, "xds:///echo:7070"), bs...)
+}
+
+// TestBootstrapWithMutualTLS: the printed bootstrap's tls channel
+// credentials reach a meshpilot that requires client certificates.
+func TestBootstrapWithMutualTLS(t *testing.T) {
+	bin := buildMeshpilot(t)
+	bs := grpctest.StartBackends(t, "127.0.0.43")
+	dir := t.TempDir()
+	writeMesh(t, dir, bs)
+	pki := newPKI(t)
+	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	start(t, bin, "serve", "--from", dir, "--xds-addr", xdsAddr, "--http-addr", httpAddr,
+		"--xds-cert", pki.serverCert, "--xds-key", pki.serverKey, "--xds-client-ca", pki.ca)
+	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+
+	out := runBootstrap(t, bin, "--xds-server", xdsAddr, "--namespace", "files",
+		"--ca-cert", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey)
+	if !bytes.Contains(out, []byte(`"type": "tls"`)) || !bytes.Contains(out, []byte(`"plugin_name": "file_watcher"`)) {
+		t.Fatalf("bootstrap without tls credentials or certificate provider:\n%s", out)
+	}
+	grpctest.AwaitSpread(t, channelFrom(t, out, "xds:///echo.files.svc.cluster.local:7070"), bs...)
+}
+
+type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
+
+// newPKI writes a CA, a server certificate for 127.0.0.1 and a client
+// certificate.
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "meshpilot test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
+		k := newKey()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "PRIVATE KEY", keyDER)
+	}
+	p := pki{ca: write("ca.pem", "CERTIFICATE", caDER)}
+	p.serverCert, p.serverKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
+	p.clientCert, p.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
+	return p
+}
