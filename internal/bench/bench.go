@@ -32,6 +32,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -337,17 +338,49 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 // runChurn adds one endpoint to a random subscribed service per tick and
 // waits for every subscribed client to hold it, or for the miss timeout.
+//
+// The Pod of each change (create and status) is written ahead, while the
+// previous change's slice is written, so that slice writes keep the rate
+// whatever the Pod writes cost: the Pod is ready before its endpoint
+// appears, as in a cluster.
 func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, subscribed []int, cfg *Config, clientErrs chan error) (*ChurnResult, error) {
+	type prepared struct {
+		svc *service
+		ep  discoveryv1.Endpoint
+		err error
+	}
+	prepare := func(svc *service) chan prepared {
+		out := make(chan prepared, 1)
+		go func() {
+			ep, err := w.createPod(ctx, svc)
+			out <- prepared{svc, ep, err}
+		}()
+		return out
+	}
+	pick := func() *service { return w.services[subscribed[rng.IntN(len(subscribed))]] }
+
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		changes []*change
+		changes = make([]*change, cfg.Changes)
 		errs    []error
 	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	next := prepare(pick())
+	var p prepared
+	select {
+	case p = <-next:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 	start := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for i := range cfg.Changes {
 		if i > 0 {
 			select {
@@ -359,17 +392,28 @@ func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, sub
 				wg.Wait()
 				return nil, context.Cause(ctx)
 			}
+			select {
+			case p = <-next:
+			case <-ctx.Done():
+				wg.Wait()
+				return nil, context.Cause(ctx)
+			}
 		}
-		svc := w.services[subscribed[rng.IntN(len(subscribed))]]
+		if p.err != nil {
+			fail(p.err)
+			break
+		}
+		if i+1 < cfg.Changes {
+			next = prepare(pick())
+		}
+		cur := p
 		wg.Go(func() {
 			var ch *change
-			_, written, err := w.addEndpoint(ctx, svc, func(addr string) {
-				ch = tr.expect(addr, svc.idx)
+			written, err := w.appendEndpoint(ctx, cur.svc, cur.ep, func() {
+				ch = tr.expect(cur.ep.Addresses[0], cur.svc.idx)
 			})
 			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+				fail(err)
 				return
 			}
 			tr.written(ch, written)
@@ -378,9 +422,7 @@ func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, sub
 			case <-time.After(cfg.MissTimeout):
 			case <-ctx.Done():
 			}
-			mu.Lock()
-			changes = append(changes, ch)
-			mu.Unlock()
+			changes[i] = ch
 		})
 	}
 	wg.Wait()
@@ -390,7 +432,7 @@ func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, sub
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	return tr.churn(changes, time.Since(start), cfg.MissTimeout), nil
+	return tr.churn(changes, w.services, start, cfg.MissTimeout), nil
 }
 
 // tracker collects convergence and the clients' sightings of new
@@ -498,12 +540,16 @@ func (t *tracker) convergence(clients []*adsClient, start time.Time) Convergence
 	return ConvergenceResult{Clients: len(clients), AllMS: ms(last.Sub(start)), P50MS: d.p(50), P99MS: d.p(99), MaxMS: d.p(100)}
 }
 
-func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *ChurnResult {
+func (t *tracker) churn(changes []*change, services []*service, start time.Time, missTimeout time.Duration) *ChurnResult {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &ChurnResult{Changes: len(changes), Seconds: took.Seconds()}
+	r := &ChurnResult{Changes: len(changes), Seconds: time.Since(start).Seconds()}
 	var lat, fromStart, writes []time.Duration
 	for _, ch := range changes {
+		rec := ChangeRecord{
+			Service: services[ch.service].hostname, Address: ch.addr,
+			StartMS: ms(ch.writeStart.Sub(start)), WriteMS: ms(ch.writeDone.Sub(ch.writeStart)),
+		}
 		writes = append(writes, ch.writeDone.Sub(ch.writeStart))
 		for _, c := range ch.expected {
 			r.Pairs++
@@ -511,6 +557,7 @@ func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *Chu
 			d := at.Sub(ch.writeDone)
 			if !ok || d > missTimeout {
 				r.Misses++
+				rec.LatencyMS = append(rec.LatencyMS, -1)
 				continue
 			}
 			fromStart = append(fromStart, at.Sub(ch.writeStart))
@@ -519,7 +566,9 @@ func (t *tracker) churn(changes []*change, took, missTimeout time.Duration) *Chu
 				d = 0
 			}
 			lat = append(lat, d)
+			rec.LatencyMS = append(rec.LatencyMS, ms(d))
 		}
+		r.PerChange = append(r.PerChange, rec)
 		delete(t.pending, ch.addr)
 	}
 	d := newDist(lat)

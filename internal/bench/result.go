@@ -75,6 +75,21 @@ type ChurnResult struct {
 	FromWriteStart Percentiles `json:"from_write_start"`
 	// SliceWrite is how long the EndpointSlice update call took.
 	SliceWrite Percentiles `json:"slice_write"`
+	// PerChange lists every change in order.
+	PerChange []ChangeRecord `json:"per_change"`
+}
+
+// ChangeRecord is one endpoint addition.
+type ChangeRecord struct {
+	Service string `json:"service"`
+	Address string `json:"address"`
+	// StartMS is when the slice write began, from the start of churn.
+	StartMS float64 `json:"start_ms"`
+	// WriteMS is how long the slice write took.
+	WriteMS float64 `json:"write_ms"`
+	// LatencyMS per subscribed client, from the write returning; -1 is a
+	// miss.
+	LatencyMS []float64 `json:"latency_ms"`
 }
 
 // Percentiles of a latency distribution, in milliseconds.

@@ -219,18 +219,13 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 	}, nil
 }
 
-// addEndpoint adds a new Pod to svc and its address to the service's
-// slice. before is called with the new address before the slice is
-// written; written is when the slice write returned.
-func (w *workload) addEndpoint(ctx context.Context, svc *service, before func(addr string)) (addr string, written time.Time, err error) {
-	ep, err := w.createPod(ctx, svc)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	addr = ep.Addresses[0]
-	before(addr)
+// appendEndpoint adds ep (a Pod made by createPod) to the slice of svc.
+// before is called just before the slice is written; written is when the
+// slice write returned.
+func (w *workload) appendEndpoint(ctx context.Context, svc *service, ep discoveryv1.Endpoint, before func()) (written time.Time, err error) {
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
+	before()
 	slices := w.client.DiscoveryV1().EndpointSlices(svc.ns)
 	for attempt := 0; ; attempt++ {
 		next := svc.slice.DeepCopy()
@@ -240,15 +235,15 @@ func (w *workload) addEndpoint(ctx context.Context, svc *service, before func(ad
 		if err == nil {
 			written = time.Now()
 			svc.slice = out
-			svc.addresses = append(svc.addresses, addr)
-			return addr, written, nil
+			svc.addresses = append(svc.addresses, ep.Addresses...)
+			return written, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 5 {
-			return "", time.Time{}, wrap(err, "updating the slice of %s", svc.hostname)
+			return time.Time{}, wrap(err, "updating the slice of %s", svc.hostname)
 		}
 		cur, gerr := slices.Get(ctx, svc.slice.Name, metav1.GetOptions{})
 		if gerr != nil {
-			return "", time.Time{}, wrap(gerr, "reading the slice of %s", svc.hostname)
+			return time.Time{}, wrap(gerr, "reading the slice of %s", svc.hostname)
 		}
 		svc.slice = cur
 	}
