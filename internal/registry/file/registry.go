@@ -65,8 +65,9 @@ type Registry struct {
 	synced  atomic.Bool
 
 	// Written by the Run goroutine only.
-	files   map[string]*fileState
-	watched map[string]bool
+	files       map[string]*fileState
+	watched     map[string]bool
+	unwatchable map[string]bool // folders whose watch failed, logged once
 
 	view     atomic.Pointer[view]
 	mu       sync.Mutex // guards problems
@@ -119,11 +120,12 @@ func New(opts Options) (*Registry, error) {
 		opts.Logger = slog.Default()
 	}
 	r := &Registry{
-		Store:   model.NewStore(),
-		opts:    opts,
-		log:     opts.Logger.With("registry", "file"),
-		files:   map[string]*fileState{},
-		watched: map[string]bool{},
+		Store:       model.NewStore(),
+		opts:        opts,
+		log:         opts.Logger.With("registry", "file"),
+		files:       map[string]*fileState{},
+		watched:     map[string]bool{},
+		unwatchable: map[string]bool{},
 	}
 	r.view.Store(&view{})
 	return r, nil
@@ -242,8 +244,8 @@ func (r *Registry) scan() (files, dirs []string) {
 }
 
 // syncWatches watches every folder found, including ones created since
-// the last reload.
-func (r *Registry) syncWatches(w *fsnotify.Watcher, dirs []string) {
+// the last reload, and reports whether it added any.
+func (r *Registry) syncWatches(w *fsnotify.Watcher, dirs []string) (added bool) {
 	seen := make(map[string]bool, len(dirs))
 	for _, d := range dirs {
 		seen[d] = true
@@ -251,10 +253,15 @@ func (r *Registry) syncWatches(w *fsnotify.Watcher, dirs []string) {
 			continue
 		}
 		if err := w.Add(d); err != nil {
-			r.log.Warn("cannot watch folder; its changes will be seen only with others", "dir", d, "error", err)
+			if !r.unwatchable[d] {
+				r.log.Warn("cannot watch folder; its changes will be seen only with others", "dir", d, "error", err)
+				r.unwatchable[d] = true
+			}
 			continue
 		}
+		delete(r.unwatchable, d)
 		r.watched[d] = true
+		added = true
 	}
 	for d := range r.watched {
 		if !seen[d] {
@@ -262,14 +269,17 @@ func (r *Registry) syncWatches(w *fsnotify.Watcher, dirs []string) {
 			delete(r.watched, d)
 		}
 	}
+	return added
 }
 
 // reload reads the folder again and brings the model up to date.
 func (r *Registry) reload(w *fsnotify.Watcher) {
 	r.reloads.Add(1)
 	paths, dirs := r.scan()
-	if w != nil {
-		r.syncWatches(w, dirs)
+	// A file created in a new folder before its watch was set up would
+	// go unseen: read the folders again until no new one appears.
+	for w != nil && r.syncWatches(w, dirs) {
+		paths, dirs = r.scan()
 	}
 
 	present := make(map[string]bool, len(paths))
