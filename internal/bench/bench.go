@@ -519,7 +519,7 @@ func (t *tracker) observe(id int, addr string, at time.Time) {
 			n++
 		}
 	}
-	if n == len(ch.expected) {
+	if n == len(ch.expected) && n > 0 {
 		close(ch.done)
 	}
 }
