@@ -79,6 +79,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	defer stop()
 
 	if f.from != "" {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers"} {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
+			}
+		}
 		reg, err := file.New(file.Options{Dir: f.from, DomainSuffix: f.domainSuffix, Logger: log})
 		if err != nil {
 			return err

@@ -109,6 +109,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	if err := awaitSynced(ctx, reg, srvDone); err != nil {
+		if ctx.Err() != nil {
+			return nil // ended (Ctrl-C, --duration) before it started
+		}
 		return err
 	}
 

@@ -477,3 +477,26 @@ func newPKI(t *testing.T) pki {
 	p.clientCert, p.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
 	return p
 }
+
+func TestServeFromErrors(t *testing.T) {
+	bin := buildMeshpilot(t)
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a missing folder", []string{"serve", "--from", missing}, missing},
+		{"cluster flags with --from", []string{"serve", "--from", t.TempDir(), "--namespaces", "a"}, "--namespaces applies to a cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, bin, append(tc.args, "--xds-addr", freeAddr(t), "--http-addr", freeAddr(t))...)
+			if err := p.wait(t, 30*time.Second); err == nil {
+				t.Fatal("serve did not fail")
+			}
+			p.out.await(t, "one clear error", 0, func(l string) bool {
+				return strings.HasPrefix(l, "meshpilot: ") && strings.Contains(l, tc.want)
+			})
+		})
+	}
+}

@@ -465,7 +465,7 @@ func (r *Registry) report(order []string, problems map[string][]Problem) {
 		}
 		st.reported = key.String()
 		if len(ps) == 0 {
-			r.log.Info("manifest file loaded", "file", path, "objects", len(st.good))
+			r.log.Info("manifest file is valid again", "file", path, "objects", len(st.good))
 			continue
 		}
 		consequence := "nothing from this file is served until it is fixed"
