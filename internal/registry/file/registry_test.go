@@ -192,7 +192,9 @@ func TestServesTheExampleMeshLikeACluster(t *testing.T) {
 
 func TestFollowsEdits(t *testing.T) {
 	dir := copyExamples(t)
-	h := start(t, dir, Options{})
+	// A longer quiet period than the default, so that a busy test machine
+	// cannot split one save in two.
+	h := start(t, dir, Options{Settle: 200 * time.Millisecond})
 	slice := filepath.Join(dir, examples.EndpointsFile)
 	original, err := os.ReadFile(slice)
 	if err != nil {
