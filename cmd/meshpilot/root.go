@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see \"%s --help\")", err, cmd.CommandPath())
 	})
-	root.AddCommand(newVersionCommand(), newWatchCommand(), newServeCommand(), newDemoCommand(), newBootstrapCommand())
+	root.AddCommand(newVersionCommand(), newWatchCommand(), newServeCommand(), newDemoCommand(), newBootstrapCommand(), newStatusCommand())
 	return root
 }
 

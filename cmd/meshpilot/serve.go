@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
+	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
@@ -31,6 +32,10 @@ type serveFlags struct {
 	debounceMax        time.Duration
 	debounceLeading    bool
 	workers            int
+	debugAddr          string
+	drainDuration      time.Duration
+	maxConnAge         time.Duration
+	maxConnAgeGrace    time.Duration
 }
 
 func newServeCommand() *cobra.Command {
@@ -62,7 +67,11 @@ its document and field; its last good content stays in force.`,
 		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched; follows label changes")
 	fl.StringVar(&f.domainSuffix, "domain-suffix", "cluster.local", "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
-	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz and REST-JSON discovery")
+	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
+	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876")
+	fl.DurationVar(&f.drainDuration, "drain-duration", 5*time.Second, "on SIGTERM, how long open xDS streams are still served (readiness fails, new streams are refused) before they are closed")
+	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
+	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", 10*time.Second, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")
@@ -77,6 +86,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	log := logger(cmd)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Once the first signal starts the drain, a second one ends the
+	// process at once.
+	context.AfterFunc(ctx, stop)
 
 	if f.from != "" {
 		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers"} {
@@ -88,7 +100,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		if err != nil {
 			return err
 		}
-		return serveRegistry(ctx, log, reg, f)
+		return serveRegistry(ctx, log, reg, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -104,20 +116,25 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	log.Info("connected to Kubernetes", "apiserver", cfg.Host, "config", source)
 
+	m := metrics.New()
 	reg, err := kube.New(client, kube.Options{
 		DomainSuffix:       f.domainSuffix,
 		Namespaces:         f.namespaces,
 		DiscoverySelectors: f.discoverySelectors,
 		Workers:            f.workers,
 		Logger:             log,
+		QueueMetrics:       m.WorkqueueProvider(),
+		OnInformerEvent:    m.InformerEvent,
 	})
 	if err != nil {
 		return err
 	}
-	return serveRegistry(ctx, log, reg, f)
+	return serveRegistry(ctx, log, reg, f, m)
 }
 
-func serveRegistry(ctx context.Context, log *slog.Logger, reg server.Registry, f serveFlags) error {
+// serveRegistry serves reg; m, when not nil, holds metrics the registry
+// already reports to.
+func serveRegistry(ctx context.Context, log *slog.Logger, reg server.Registry, f serveFlags, m *metrics.Metrics) error {
 	srv, err := server.New(server.Options{
 		Registry:     reg,
 		DomainSuffix: f.domainSuffix,
@@ -128,6 +145,12 @@ func serveRegistry(ctx context.Context, log *slog.Logger, reg server.Registry, f
 		XDSClientCA:  f.xdsClientCA,
 		Debounce:     push.Options{DebounceAfter: f.debounceAfter, DebounceMax: f.debounceMax, LeadingEdge: f.debounceLeading},
 		Logger:       log,
+
+		DebugAddr:             f.debugAddr,
+		DrainDuration:         f.drainDuration,
+		MaxConnectionAge:      f.maxConnAge,
+		MaxConnectionAgeGrace: f.maxConnAgeGrace,
+		Metrics:               m,
 	})
 	if err != nil {
 		return err

@@ -1,5 +1,7 @@
 package model
 
+import "time"
+
 // ServiceDiscovery answers questions about the services a registry knows.
 // Implementations are safe for concurrent use; what they return is
 // immutable and may be kept.
@@ -46,6 +48,12 @@ type Event struct {
 	Kind      EventKind
 	Hostname  Hostname
 	Namespace string
+	// Observed is when the source change behind the event reached
+	// meshpilot (for Kubernetes, when the informer handler saw the
+	// earliest of the events merged into this rebuild); zero when the
+	// registry does not know, and then the event's own time stands for it.
+	// Convergence metrics are measured from it.
+	Observed time.Time
 }
 
 // EventHandler receives change events. It is called from the registry's

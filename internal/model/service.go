@@ -9,6 +9,7 @@
 package model
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -76,6 +77,17 @@ func (r Resolution) String() string {
 
 // MarshalText lets Resolution appear by name in JSON (debug endpoints).
 func (r Resolution) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads the name MarshalText writes.
+func (r *Resolution) UnmarshalText(b []byte) error {
+	for _, v := range []Resolution{ClientSideLB, Passthrough, DNSAlias} {
+		if v.String() == string(b) {
+			*r = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown resolution %q", b)
+}
 
 // Port is one port of a service.
 type Port struct {
@@ -189,6 +201,17 @@ func (h Health) String() string {
 
 // MarshalText lets Health appear by name in JSON.
 func (h Health) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText reads the name MarshalText writes.
+func (h *Health) UnmarshalText(b []byte) error {
+	for _, v := range []Health{Healthy, Draining, Unhealthy} {
+		if v.String() == string(b) {
+			*h = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown health %q", b)
+}
 
 // Endpoint is one address and port serving one port of a service.
 type Endpoint struct {

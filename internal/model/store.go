@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Store is an in-memory service model that registries fill. It compares
@@ -45,6 +46,12 @@ func (s *Store) AppendEventHandler(h EventHandler) {
 // nothing, when nothing changed. Update keeps svc and the endpoints; the
 // caller must not modify them afterwards.
 func (s *Store) Update(svc *Service, endpoints []*Endpoint) bool {
+	return s.UpdateObserved(svc, endpoints, time.Time{})
+}
+
+// UpdateObserved is Update for a change that reached the registry at
+// observed; the event carries it (Event.Observed).
+func (s *Store) UpdateObserved(svc *Service, endpoints []*Endpoint, observed time.Time) bool {
 	eps := slices.Clone(endpoints)
 	slices.SortFunc(eps, endpointCompare)
 	eps = slices.CompactFunc(eps, func(a, b *Endpoint) bool { return endpointCompare(a, b) == 0 })
@@ -64,7 +71,7 @@ func (s *Store) Update(svc *Service, endpoints []*Endpoint) bool {
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace}
+	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace, Observed: observed}
 	for _, h := range handlers {
 		h(ev)
 	}
@@ -73,6 +80,12 @@ func (s *Store) Update(svc *Service, endpoints []*Endpoint) bool {
 
 // Delete removes a service; it reports whether the service was there.
 func (s *Store) Delete(hostname Hostname) bool {
+	return s.DeleteObserved(hostname, time.Time{})
+}
+
+// DeleteObserved is Delete for a deletion that reached the registry at
+// observed.
+func (s *Store) DeleteObserved(hostname Hostname, observed time.Time) bool {
 	s.mu.Lock()
 	old := s.services[hostname]
 	if old == nil {
@@ -83,7 +96,7 @@ func (s *Store) Delete(hostname Hostname) bool {
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace}
+	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace, Observed: observed}
 	for _, h := range handlers {
 		h(ev)
 	}

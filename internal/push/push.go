@@ -24,7 +24,9 @@ type Request struct {
 	// only their ClusterLoadAssignments are regenerated and sent, and only
 	// to the clients subscribed to them.
 	EndpointsOnly map[model.Hostname]struct{}
-	// Start is when the first event merged into this request arrived.
+	// Start is when the earliest change merged into this request reached
+	// meshpilot: the event's Observed time when the registry knows it,
+	// else when the event arrived here. Convergence is measured from it.
 	Start time.Time
 	// Events counts the events merged into this request.
 	Events int
@@ -37,6 +39,9 @@ func (r *Request) IsEmpty() bool {
 
 // Add merges one event that arrived at t.
 func (r *Request) Add(ev model.Event, t time.Time) {
+	if !ev.Observed.IsZero() && ev.Observed.Before(t) {
+		t = ev.Observed
+	}
 	if r.Events == 0 || t.Before(r.Start) {
 		r.Start = t
 	}

@@ -14,12 +14,15 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshpilot/meshpilot/internal/debug"
+	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/xds"
@@ -40,8 +43,27 @@ type Options struct {
 	DomainSuffix string
 	// XDSAddr is the gRPC listen address, e.g. ":15010".
 	XDSAddr string
-	// HTTPAddr serves /healthz, /readyz and REST-JSON discovery, e.g. ":15014".
+	// HTTPAddr serves /healthz, /readyz, /metrics, REST-JSON discovery and,
+	// without DebugAddr, the /debug/ pages; e.g. ":15014".
 	HTTPAddr string
+	// DebugAddr, when set, serves the /debug/ pages (and pprof) on a port
+	// of their own instead of HTTPAddr, so that they can be kept off the
+	// network (e.g. "127.0.0.1:9876").
+	DebugAddr string
+	// DrainDuration is how long existing xDS streams are still served
+	// after Run's context ends: meanwhile /readyz fails and new streams
+	// are refused. Draining ends early once no stream is left. Zero closes
+	// streams at once.
+	DrainDuration time.Duration
+	// MaxConnectionAge closes each xDS connection after about this long
+	// (gRPC keepalive, +/-10% jitter), and MaxConnectionAgeGrace later
+	// still if streams are open, so that clients reconnect and spread over
+	// replicas after a scale-out. Zero means no limit.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// Metrics receives the server's metrics; New makes a set when nil.
+	// Pass one to share it with the registry (kube.Options.QueueMetrics,
+	// OnInformerEvent).
+	Metrics *metrics.Metrics
 	// XDSCert and XDSKey enable TLS on the xDS port; XDSClientCA also
 	// requires and verifies client certificates (mTLS).
 	XDSCert, XDSKey, XDSClientCA string
@@ -61,6 +83,13 @@ type Server struct {
 	xdsLis   net.Listener
 	httpLis  net.Listener
 	debounce *push.Debouncer
+	metrics  *metrics.Metrics
+	// debugHTTP and debugLis serve /debug/ when DebugAddr is set.
+	debugHTTP *http.Server
+	debugLis  net.Listener
+	// draining is set when shutdown begins: readiness fails and new xDS
+	// streams are refused.
+	draining atomic.Bool
 }
 
 // New binds the listeners and builds the server; Run serves.
@@ -71,19 +100,31 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.New()
+	}
+	s := &Server{opts: opts, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
 		Discovery:    opts.Registry,
 		DomainSuffix: opts.DomainSuffix,
-		Ready:        opts.Registry.HasSynced,
+		Ready:        s.ready,
 		Logger:       opts.Logger,
+		Observer:     opts.Metrics,
 	})
+	s.metrics.WatchRegistry(registrySizes(opts.Registry))
+	s.metrics.WatchClients(s.xds.ClientCounts)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	opts.Registry.AppendEventHandler(s.onEvent)
 
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(100000),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+	}
+	if opts.MaxConnectionAge > 0 {
+		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      opts.MaxConnectionAge,
+			MaxConnectionAgeGrace: opts.MaxConnectionAgeGrace,
+		}))
 	}
 	if opts.XDSCert != "" || opts.XDSKey != "" || opts.XDSClientCA != "" {
 		creds, err := serverTLS(opts.XDSCert, opts.XDSKey, opts.XDSClientCA)
@@ -103,9 +144,51 @@ func New(opts Options) (*Server, error) {
 		s.xdsLis.Close()
 		return nil, fmt.Errorf("listening for HTTP on %s: %w", opts.HTTPAddr, err)
 	}
+	if opts.DebugAddr != "" {
+		if s.debugLis, err = net.Listen("tcp", opts.DebugAddr); err != nil {
+			s.xdsLis.Close()
+			s.httpLis.Close()
+			return nil, fmt.Errorf("listening for debug pages on %s: %w", opts.DebugAddr, err)
+		}
+		mux := http.NewServeMux()
+		debug.Register(mux, debug.Options{Discovery: opts.Registry, XDS: s.xds})
+		s.debugHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
+
+// registrySizes counts the model: through the store's Len when the
+// registry has one, else service by service.
+func registrySizes(r Registry) metrics.Sizes {
+	if l, ok := r.(interface{ Len() (int, int) }); ok {
+		return l.Len
+	}
+	return func() (services, endpoints int) {
+		svcs := r.Services()
+		for _, s := range svcs {
+			for _, p := range s.Ports {
+				endpoints += len(r.Endpoints(s.Hostname, p.Port, nil))
+			}
+		}
+		return len(svcs), endpoints
+	}
+}
+
+// ready: the model is complete and the server is not draining.
+func (s *Server) ready() bool { return s.opts.Registry.HasSynced() && !s.draining.Load() }
+
+// DebugAddr is the address of the debug port; empty when the debug pages
+// are served on the HTTP port.
+func (s *Server) DebugAddr() string {
+	if s.debugLis == nil {
+		return ""
+	}
+	return s.debugLis.Addr().String()
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
 // XDSAddr is the address the xDS server listens on.
 func (s *Server) XDSAddr() string { return s.xdsLis.Addr().String() }
@@ -122,12 +205,20 @@ func (s *Server) httpHandler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		if !s.opts.Registry.HasSynced() {
 			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	if s.debugHTTP == nil {
+		debug.Register(mux, debug.Options{Discovery: s.opts.Registry, XDS: s.xds})
+	}
 	rest := s.xds.RESTHandler()
 	mux.Handle("/v3/discovery:clusters", rest)
 	mux.Handle("/v3/discovery:endpoints", rest)
@@ -149,23 +240,28 @@ func (s *Server) onEvent(ev model.Event) {
 func (s *Server) push(req push.Request) {
 	start := time.Now()
 	s.xds.Push(req)
+	s.metrics.Pushed(req.Events, time.Since(start))
 	s.log.Debug("pushed", "services", len(req.Services), "endpointsOnly", len(req.EndpointsOnly),
 		"events", req.Events, "sinceFirstEvent", time.Since(req.Start), "took", time.Since(start))
 }
 
-// Run serves until ctx ends, then stops the listeners. It returns the
-// first error of the registry or a listener.
+// Run serves until ctx ends, then shuts down: /readyz fails and new xDS
+// streams are refused at once, existing streams are still served (pushes
+// included) for DrainDuration or until none is left, then every listener
+// closes. It returns the first error of the registry or a listener.
 func (s *Server) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// The registry and the debouncer outlive ctx: draining streams still
+	// get changes.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	errs := make(chan error, 3)
+	errs := make(chan error, 4)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := s.opts.Registry.Run(ctx); err != nil {
+		if err := s.opts.Registry.Run(runCtx); err != nil {
 			errs <- fmt.Errorf("registry: %w", err)
 		}
 	})
-	wg.Go(func() { s.debounce.Run(ctx) })
+	wg.Go(func() { s.debounce.Run(runCtx) })
 	wg.Go(func() {
 		if err := s.grpc.Serve(s.xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errs <- fmt.Errorf("xDS server: %w", err)
@@ -176,20 +272,63 @@ func (s *Server) Run(ctx context.Context) error {
 			errs <- fmt.Errorf("HTTP server: %w", err)
 		}
 	})
-	s.log.Info("meshpilot serving", "xds", s.XDSAddr(), "http", s.HTTPAddr())
+	if s.debugHTTP != nil {
+		wg.Go(func() {
+			if err := s.debugHTTP.Serve(s.debugLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("debug HTTP server: %w", err)
+			}
+		})
+	}
+	s.log.Info("meshpilot serving", "xds", s.XDSAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr())
 
 	var err error
 	select {
 	case <-ctx.Done():
+		err = s.drain(errs)
 	case err = <-errs:
 	}
+	s.draining.Store(true)
 	cancel()
 	s.grpc.Stop()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = s.http.Shutdown(shutdownCtx)
+	if s.debugHTTP != nil {
+		_ = s.debugHTTP.Shutdown(shutdownCtx)
+	}
 	done()
 	wg.Wait()
 	return err
+}
+
+// drain refuses new streams and serves the open ones for DrainDuration or
+// until they are gone. It returns early with an error of a listener.
+func (s *Server) drain(errs <-chan error) error {
+	s.draining.Store(true)
+	g, e := s.xds.ClientCounts()
+	if s.opts.DrainDuration <= 0 || g+e == 0 {
+		return nil
+	}
+	s.log.Info("draining: new xDS streams are refused, open ones are served until they close or the drain ends",
+		"streams", g+e, "drainDuration", s.opts.DrainDuration)
+	deadline := time.NewTimer(s.opts.DrainDuration)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			g, e := s.xds.ClientCounts()
+			s.log.Info("drain over: closing the remaining xDS streams", "streams", g+e)
+			return nil
+		case err := <-errs:
+			return err
+		case <-tick.C:
+			if g, e := s.xds.ClientCounts(); g+e == 0 {
+				s.log.Info("drained: no xDS stream left")
+				return nil
+			}
+		}
+	}
 }
 
 func serverTLS(certFile, keyFile, clientCA string) (credentials.TransportCredentials, error) {

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -80,6 +81,12 @@ type sotwResponse struct {
 	req      *discovery.DiscoveryRequest
 	out      *discovery.DiscoveryResponse
 	returned map[string]string
+	// change is when the model change that caused the response reached
+	// meshpilot (zero if none); holds is every resource of the type the
+	// client holds once it accepts the response. Both reach the send
+	// callback through GetContext.
+	change time.Time
+	holds  []*anypb.Any
 }
 
 var _ cache.Response = (*sotwResponse)(nil)
@@ -91,7 +98,9 @@ func (r *sotwResponse) GetRequest() *discovery.DiscoveryRequest { return r.req }
 func (r *sotwResponse) GetVersion() (string, error)             { return r.out.GetVersionInfo(), nil }
 func (r *sotwResponse) GetResponseVersion() string              { return r.out.GetVersionInfo() }
 func (r *sotwResponse) GetReturnedResources() map[string]string { return r.returned }
-func (r *sotwResponse) GetContext() context.Context             { return context.Background() }
+func (r *sotwResponse) GetContext() context.Context {
+	return context.WithValue(context.Background(), responseKey{}, r)
+}
 
 // deltaResponse is an incremental response made of shared entries.
 type deltaResponse struct {

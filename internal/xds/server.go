@@ -11,7 +11,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +48,8 @@ type Options struct {
 	Ready func() bool
 	// Logger receives NACKs and errors; slog.Default() when nil.
 	Logger *slog.Logger
+	// Observer, when set, is told of every response, ACK and NACK.
+	Observer Observer
 }
 
 // Server serves the model over xDS: ADS (state of the world and delta),
@@ -89,8 +90,7 @@ type Server struct {
 	wildcard       [numTypes]map[*watch]struct{}
 	nacks          atomic.Uint64
 
-	clientsMu sync.Mutex
-	clients   map[streamKey]*ClientInfo
+	tracker *clientTracker
 }
 
 // streamKey names a stream: go-control-plane numbers state-of-the-world
@@ -100,83 +100,34 @@ type streamKey struct {
 	delta bool
 }
 
-// ClientInfo describes one connected xDS stream.
-type ClientInfo struct {
-	NodeID    string    `json:"nodeID"`
-	Namespace string    `json:"namespace,omitempty"`
-	GRPC      bool      `json:"grpc"`
-	Delta     bool      `json:"delta"`
-	Connected time.Time `json:"connected"`
-	// NACKs counts the responses the client rejected; LastNACK is the
-	// error it gave for the latest.
-	NACKs    uint64 `json:"nacks"`
-	LastNACK string `json:"lastNACK,omitempty"`
-}
-
 var errNotReady = status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
 
 func (s *Server) open(_ context.Context, id int64, delta bool) error {
 	if !s.ready() {
 		return errNotReady
 	}
-	s.clientsMu.Lock()
-	s.clients[streamKey{id, delta}] = &ClientInfo{Delta: delta, Connected: time.Now()}
-	s.clientsMu.Unlock()
+	s.tracker.open(id, delta)
 	return nil
 }
 
-func (s *Server) close(id int64, delta bool) {
-	s.clientsMu.Lock()
-	delete(s.clients, streamKey{id, delta})
-	s.clientsMu.Unlock()
-}
-
-// request records who is on a stream and logs and counts NACKs.
-func (s *Server) request(id int64, delta bool, node *core.Node, typeURL, version, nonce string, nack *statuspb.Status) {
-	s.clientsMu.Lock()
-	ci := s.clients[streamKey{id, delta}]
-	if ci == nil { // cannot happen: open ran first
-		s.clientsMu.Unlock()
-		return
-	}
-	if ci.NodeID == "" && node != nil {
-		c := ClientFromNode(node)
-		ci.NodeID, ci.Namespace, ci.GRPC = c.ID, c.Namespace, c.GRPC
-	}
-	nodeID := ci.NodeID
-	isNACK := nack != nil
-	if isNACK {
-		ci.NACKs++
-		ci.LastNACK = nack.GetMessage()
-	}
-	s.clientsMu.Unlock()
-	if isNACK {
+// request records who is on a stream and what it asks for, and logs and
+// counts NACKs.
+func (s *Server) request(id int64, delta bool, node *core.Node, typeURL string, names, unsubscribe []string, version, nonce string, nack *statuspb.Status) {
+	r := s.tracker.request(id, delta, node, typeURL, names, unsubscribe, nonce, nack)
+	if r.nack {
 		s.nacks.Add(1)
-		typ := typeURL
-		if t, ok := typeOf(typeURL); ok {
-			typ = t.short()
-		}
-		s.log.Warn("xds: client rejected configuration", "client", nodeID, "stream", id, "type", typ,
+		s.log.Warn("xds: client rejected configuration", "client", r.nodeID, "stream", id, "type", shortType(typeURL),
 			"version", version, "nonce", nonce, "error", nack.GetMessage())
 	}
 }
 
-// Clients lists the connected xDS streams, ordered by node id.
-func (s *Server) Clients() []ClientInfo {
-	s.clientsMu.Lock()
-	out := make([]ClientInfo, 0, len(s.clients))
-	for _, ci := range s.clients {
-		out = append(out, *ci)
-	}
-	s.clientsMu.Unlock()
-	slices.SortFunc(out, func(a, b ClientInfo) int {
-		if a.NodeID != b.NodeID {
-			return strings.Compare(a.NodeID, b.NodeID)
-		}
-		return a.Connected.Compare(b.Connected)
-	})
-	return out
-}
+// Clients lists the connected xDS streams, ordered by node id, with their
+// per-type sync state.
+func (s *Server) Clients() []ClientInfo { return s.tracker.list() }
+
+// ClientCounts returns how many streams gRPC clients and other (Envoy)
+// clients hold open.
+func (s *Server) ClientCounts() (grpcClients, envoyClients int) { return s.tracker.counts() }
 
 // watch is one open request of one stream for one type: the stream waits
 // for at most one response to it.
@@ -207,7 +158,7 @@ func NewServer(opts Options) *Server {
 		entriesByHost:  map[model.Hostname]map[*entry]typeIndex{},
 		watchesByHost:  map[model.Hostname]map[*watch]struct{}{},
 		watchesByLabel: map[string]map[*watch]struct{}{},
-		clients:        map[streamKey]*ClientInfo{},
+		tracker:        newClientTracker(opts.Observer),
 	}
 	for t := range numTypes {
 		s.entries[t] = map[string]*entry{}
@@ -216,15 +167,23 @@ func NewServer(opts Options) *Server {
 	s.xds = serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
 		StreamOpenFunc:        func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, false) },
 		DeltaStreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, true) },
-		StreamClosedFunc:      func(id int64, _ *core.Node) { s.close(id, false) },
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.close(id, true) },
+		StreamClosedFunc:      func(id int64, _ *core.Node) { s.tracker.close(id, false) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.tracker.close(id, true) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			s.request(id, false, req.GetNode(), req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail())
+			s.request(id, false, req.GetNode(), req.GetTypeUrl(), req.GetResourceNames(), nil,
+				req.GetVersionInfo(), req.GetResponseNonce(), req.GetErrorDetail())
 			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			s.request(id, true, req.GetNode(), req.GetTypeUrl(), "", req.GetResponseNonce(), req.GetErrorDetail())
+			s.request(id, true, req.GetNode(), req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
+				"", req.GetResponseNonce(), req.GetErrorDetail())
 			return nil
+		},
+		StreamResponseFunc: func(ctx context.Context, id int64, _ *discovery.DiscoveryRequest, out *discovery.DiscoveryResponse) {
+			s.tracker.sotwSent(ctx, id, out)
+		},
+		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, out *discovery.DeltaDiscoveryResponse) {
+			s.tracker.deltaSentFunc(id, out)
 		},
 		FetchRequestFunc: func(context.Context, *discovery.DiscoveryRequest) error {
 			if !s.ready() {
@@ -375,7 +334,7 @@ func (s *Server) Push(req push.Request) {
 	}
 	sent := 0
 	for w := range woken {
-		if s.evaluate(w) {
+		if s.evaluate(w, req.Start) {
 			sent++
 		}
 	}
@@ -481,12 +440,16 @@ func isWildcard(t typeIndex, c Client, sub cache.Subscription) bool {
 
 // evaluate answers a watch if the client lacks something; otherwise it
 // leaves the watch waiting. s.mu is held.
-func (s *Server) evaluate(w *watch) (sent bool) {
+//
+// change is when the model change that led here reached meshpilot (zero
+// when the evaluation is not caused by a push); it travels with the
+// response so that convergence can be measured.
+func (s *Server) evaluate(w *watch, change time.Time) (sent bool) {
 	if w.done {
 		return false
 	}
 	if w.ch != nil {
-		if r := s.sotw(w); r != nil {
+		if r := s.sotw(w, change); r != nil {
 			s.finish(w)
 			select {
 			case w.ch <- r:
@@ -497,7 +460,7 @@ func (s *Server) evaluate(w *watch) (sent bool) {
 		}
 		return false
 	}
-	if r := s.delta(w); r != nil {
+	if r := s.delta(w, change); r != nil {
 		s.finish(w)
 		select {
 		case w.dch <- r:
@@ -513,7 +476,7 @@ func (s *Server) evaluate(w *watch) (sent bool) {
 // the client has everything. Listener and cluster responses carry every
 // subscribed resource (a missing one means deleted); route and endpoint
 // responses carry only those that changed.
-func (s *Server) sotw(w *watch) *sotwResponse {
+func (s *Server) sotw(w *watch, change time.Time) *sotwResponse {
 	returned := w.sub.ReturnedResources()
 	names := s.names(w)
 	full := w.typ == tListener || w.typ == tCluster || w.wildcard
@@ -563,11 +526,13 @@ func (s *Server) sotw(w *watch) *sotwResponse {
 			TypeUrl:     w.req.GetTypeUrl(),
 		},
 		returned: next,
+		change:   change,
+		holds:    all,
 	}
 }
 
 // delta builds the incremental response a watch needs, or nil.
-func (s *Server) delta(w *watch) *deltaResponse {
+func (s *Server) delta(w *watch, change time.Time) *deltaResponse {
 	returned := w.sub.ReturnedResources()
 	names := s.names(w)
 	next := maps.Clone(returned)
@@ -576,11 +541,15 @@ func (s *Server) delta(w *watch) *deltaResponse {
 	}
 	var res []*discovery.Resource
 	var removed []string
+	var holds []*anypb.Any
 	covered := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		covered[n] = struct{}{}
 		e := s.get(w.typ, w.client, n)
 		prev, had := returned[n]
+		if e.exists() {
+			holds = append(holds, e.any)
+		}
 		switch {
 		case e.exists() && prev != e.version:
 			res = append(res, e.delta)
@@ -605,7 +574,7 @@ func (s *Server) delta(w *watch) *deltaResponse {
 		return nil
 	}
 	slices.Sort(removed)
-	return &deltaResponse{
+	r := &deltaResponse{
 		req: w.dreq,
 		out: &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: s.nextVersion(),
@@ -615,6 +584,8 @@ func (s *Server) delta(w *watch) *deltaResponse {
 		},
 		returned: next,
 	}
+	s.tracker.deltaBuilt(r.out, change, holds)
+	return r
 }
 
 // index registers a waiting watch under what it depends on.
@@ -707,7 +678,7 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 	w.wildcard = isWildcard(t, w.client, sub)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.evaluate(w)
+	s.evaluate(w, time.Time{})
 	if !w.done {
 		s.index(w)
 	}
@@ -725,7 +696,7 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 	w.wildcard = isWildcard(t, w.client, sub)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.evaluate(w)
+	s.evaluate(w, time.Time{})
 	if !w.done {
 		s.index(w)
 	}

@@ -45,7 +45,21 @@ type Options struct {
 	Workers int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// QueueMetrics, when set, receives the work queue's metrics (depth,
+	// adds, latency, work duration, retries) under the queue name
+	// "meshpilot_services". It is per queue, so several controllers in one
+	// process (tests) keep theirs apart.
+	QueueMetrics workqueue.MetricsProvider
+	// OnInformerEvent, when set, is called for every informer event with
+	// the kind of object ("Service", "EndpointSlice", "Pod", "Node",
+	// "Namespace") and the event ("add", "update", "delete"), including
+	// updates that change nothing. It runs on the informers' goroutines
+	// and must be fast.
+	OnInformerEvent func(kind, event string)
 }
+
+// QueueName names the controller's work queue in its metrics.
+const QueueName = "meshpilot_services"
 
 // serviceKey names a Kubernetes Service; it is the work queue's item.
 type serviceKey struct{ namespace, name string }
@@ -90,7 +104,14 @@ type Controller struct {
 	registrations []cache.ResourceEventHandlerRegistration
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
 	synced        atomic.Bool
-	runOnce       sync.Once
+
+	// observed holds, per queued key, when the earliest informer event
+	// not yet reconciled reached a handler; reconcile takes it and the
+	// store's event carries it, so that convergence is measured from the
+	// moment Kubernetes told us.
+	observedMu sync.Mutex
+	observed   map[serviceKey]time.Time
+	runOnce    sync.Once
 }
 
 // New builds a Controller; Run starts it.
@@ -112,7 +133,8 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		scopes: map[string]*namespacedInformers{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[serviceKey](),
-			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: "meshpilot_services"}),
+			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
+		observed: map[serviceKey]time.Time{},
 	}
 	for _, s := range opts.DiscoverySelectors {
 		sel, err := labels.Parse(s)
@@ -246,15 +268,22 @@ func (c *Controller) processNext() bool {
 // reconcile rebuilds one service from the caches. It reads only local
 // caches, so it cannot fail; a missing or out-of-scope service is removed.
 func (c *Controller) reconcile(key serviceKey) {
+	// Take the time before reading the caches: an event that arrives
+	// while we read records a new time and queues the key again.
+	c.observedMu.Lock()
+	observed := c.observed[key]
+	delete(c.observed, key)
+	c.observedMu.Unlock()
+
 	hostname := Hostname(key.name, key.namespace, c.opts.DomainSuffix)
 	scope := c.scopeFor(key.namespace)
 	if scope == nil || !c.namespaceSelected(key.namespace) {
-		c.Store.Delete(hostname)
+		c.Store.DeleteObserved(hostname, observed)
 		return
 	}
 	obj, exists, err := scope.services.GetIndexer().GetByKey(key.String())
 	if err != nil || !exists {
-		c.Store.Delete(hostname)
+		c.Store.DeleteObserved(hostname, observed)
 		return
 	}
 	svc := ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
@@ -264,7 +293,7 @@ func (c *Controller) reconcile(key serviceKey) {
 		slices = append(slices, o.(*discoveryv1.EndpointSlice))
 	}
 	eps := BuildEndpoints(svc, slices, EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
-	if c.Store.Update(svc, eps) {
+	if c.Store.UpdateObserved(svc, eps, observed) {
 		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
 	}
 }

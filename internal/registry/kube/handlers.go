@@ -2,6 +2,7 @@ package kube
 
 import (
 	"maps"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -12,10 +13,14 @@ import (
 // addHandlers registers the event handlers. Each handler only finds the
 // services an event affects and queues their keys.
 func (c *Controller) addHandlers() error {
-	add := func(inf cache.SharedIndexInformer, enqueue func(obj any)) error {
+	add := func(inf cache.SharedIndexInformer, kind string, enqueue func(obj any)) error {
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueue,
+			AddFunc: func(obj any) {
+				c.countEvent(kind, "add")
+				enqueue(obj)
+			},
 			UpdateFunc: func(oldObj, newObj any) {
+				c.countEvent(kind, "update")
 				// A relist (after 410 Gone or a reconnect) replays every
 				// object as an update: unchanged ones must cost nothing.
 				if unchanged(oldObj, newObj) {
@@ -25,6 +30,7 @@ func (c *Controller) addHandlers() error {
 				enqueue(newObj)
 			},
 			DeleteFunc: func(obj any) {
+				c.countEvent(kind, "delete")
 				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = tomb.Obj
 				}
@@ -38,17 +44,17 @@ func (c *Controller) addHandlers() error {
 		return nil
 	}
 	for _, scope := range c.scopes {
-		if err := add(scope.services, c.enqueueService); err != nil {
+		if err := add(scope.services, "Service", c.enqueueService); err != nil {
 			return err
 		}
-		if err := add(scope.slices, c.enqueueSlice); err != nil {
+		if err := add(scope.slices, "EndpointSlice", c.enqueueSlice); err != nil {
 			return err
 		}
-		if err := add(scope.pods, c.enqueuePod); err != nil {
+		if err := add(scope.pods, "Pod", c.enqueuePod); err != nil {
 			return err
 		}
 	}
-	if err := add(c.nodes, c.enqueueNode); err != nil {
+	if err := add(c.nodes, "Node", c.enqueueNode); err != nil {
 		return err
 	}
 	if c.namespaces != nil {
@@ -77,9 +83,27 @@ func unchanged(oldObj, newObj any) bool {
 	return false
 }
 
+func (c *Controller) countEvent(kind, event string) {
+	if c.opts.OnInformerEvent != nil {
+		c.opts.OnInformerEvent(kind, event)
+	}
+}
+
+// enqueue queues a service key, remembering when the first event not yet
+// reconciled arrived for it.
+func (c *Controller) enqueue(key serviceKey) {
+	now := time.Now()
+	c.observedMu.Lock()
+	if _, ok := c.observed[key]; !ok {
+		c.observed[key] = now
+	}
+	c.observedMu.Unlock()
+	c.queue.Add(key)
+}
+
 func (c *Controller) enqueueService(obj any) {
 	if svc, ok := obj.(*corev1.Service); ok {
-		c.queue.Add(serviceKey{svc.Namespace, svc.Name})
+		c.enqueue(serviceKey{svc.Namespace, svc.Name})
 	}
 }
 
@@ -89,7 +113,7 @@ func (c *Controller) enqueueSlice(obj any) {
 		return
 	}
 	if name := slice.Labels[discoveryv1.LabelServiceName]; name != "" {
-		c.queue.Add(serviceKey{slice.Namespace, name})
+		c.enqueue(serviceKey{slice.Namespace, name})
 	}
 }
 
@@ -154,8 +178,12 @@ func (c *Controller) addNamespaceHandler() error {
 		}
 	}
 	reg, err := c.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueAll,
+		AddFunc: func(obj any) {
+			c.countEvent("Namespace", "add")
+			enqueueAll(obj)
+		},
 		UpdateFunc: func(oldObj, newObj any) {
+			c.countEvent("Namespace", "update")
 			o, ok1 := oldObj.(*corev1.Namespace)
 			n, ok2 := newObj.(*corev1.Namespace)
 			if ok1 && ok2 && maps.Equal(o.Labels, n.Labels) {
@@ -164,6 +192,7 @@ func (c *Controller) addNamespaceHandler() error {
 			enqueueAll(newObj)
 		},
 		DeleteFunc: func(obj any) {
+			c.countEvent("Namespace", "delete")
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}

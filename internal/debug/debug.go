@@ -1,0 +1,175 @@
+// Package debug serves meshpilot's debug pages: what the model holds and
+// what each xDS client was sent, ACKed and NACKed, as JSON, and Go's
+// pprof profiles. `meshpilot status` reads them.
+//
+//	/debug/registryz                  every service of the model
+//	/debug/endpointz                  endpoints per service and port, with health and locality
+//	/debug/syncz                      per xDS stream: client, subscriptions, sent/ACKed/NACKed per type
+//	/debug/config_dump?node=ID        the resources each stream of that node holds (ACKed), as protojson
+//	/debug/pprof/                     Go profiles
+package debug
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/pprof"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds"
+)
+
+// XDS is what the debug pages read of the xDS server.
+type XDS interface {
+	Clients() []xds.ClientInfo
+	ConfigDump(nodeID string) []xds.ClientConfig
+}
+
+// Options say what the pages show.
+type Options struct {
+	// Discovery is the model. Required.
+	Discovery model.ServiceDiscovery
+	// XDS is the xDS server. Required.
+	XDS XDS
+}
+
+// Register adds the debug pages to mux, under /debug/.
+func Register(mux *http.ServeMux, o Options) {
+	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, o.Discovery.Services())
+	})
+	mux.HandleFunc("GET /debug/endpointz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, Endpointz(o.Discovery))
+	})
+	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, Syncz(o.XDS.Clients()))
+	})
+	mux.HandleFunc("GET /debug/config_dump", func(w http.ResponseWriter, r *http.Request) {
+		node := r.URL.Query().Get("node")
+		if node == "" {
+			http.Error(w, "name a client: /debug/config_dump?node=<node id> (see /debug/syncz)", http.StatusBadRequest)
+			return
+		}
+		dump, err := ConfigDump(node, o.XDS.ConfigDump(node))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if len(dump.Streams) == 0 {
+			http.Error(w, fmt.Sprintf("no xDS client with node id %q is connected", node), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, dump)
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ServiceEndpoints are the endpoints of one service, per port.
+type ServiceEndpoints struct {
+	Hostname model.Hostname  `json:"hostname"`
+	Ports    []PortEndpoints `json:"ports"`
+}
+
+// PortEndpoints are the endpoints serving one service port.
+type PortEndpoints struct {
+	Port      int32             `json:"port"`
+	Name      string            `json:"name,omitempty"`
+	Protocol  model.Protocol    `json:"protocol"`
+	Endpoints []*model.Endpoint `json:"endpoints"`
+}
+
+// Endpointz lists the endpoints of every service, per port, in hostname
+// and port order.
+func Endpointz(d model.ServiceDiscovery) []ServiceEndpoints {
+	svcs := d.Services()
+	out := make([]ServiceEndpoints, 0, len(svcs))
+	for _, s := range svcs {
+		se := ServiceEndpoints{Hostname: s.Hostname, Ports: []PortEndpoints{}}
+		for _, p := range s.Ports {
+			eps := d.Endpoints(s.Hostname, p.Port, nil)
+			if eps == nil {
+				eps = []*model.Endpoint{}
+			}
+			se.Ports = append(se.Ports, PortEndpoints{Port: p.Port, Name: p.Name, Protocol: p.Protocol, Endpoints: eps})
+		}
+		out = append(out, se)
+	}
+	return out
+}
+
+// SyncStatus is one xDS stream as /debug/syncz shows it.
+type SyncStatus struct {
+	// Type is "grpc" or "envoy".
+	Type string `json:"type"`
+	xds.ClientInfo
+}
+
+// Syncz describes the connected streams.
+func Syncz(clients []xds.ClientInfo) []SyncStatus {
+	out := make([]SyncStatus, 0, len(clients))
+	for _, c := range clients {
+		out = append(out, SyncStatus{Type: c.Kind(), ClientInfo: c})
+	}
+	return out
+}
+
+// Dump is what /debug/config_dump answers for one node.
+type Dump struct {
+	Node    string       `json:"node"`
+	Streams []StreamDump `json:"streams"`
+}
+
+// StreamDump is what one stream of the node holds.
+type StreamDump struct {
+	Stream    int64               `json:"stream"`
+	Delta     bool                `json:"delta"`
+	Connected time.Time           `json:"connected"`
+	Types     map[string]TypeDump `json:"types"`
+}
+
+// TypeDump is the ACKed state of one resource type.
+type TypeDump struct {
+	Version string `json:"version"`
+	// Resources are protojson, each with its "@type".
+	Resources []json.RawMessage `json:"resources"`
+}
+
+// ConfigDump renders what the streams of a node hold.
+func ConfigDump(node string, streams []xds.ClientConfig) (Dump, error) {
+	d := Dump{Node: node, Streams: []StreamDump{}}
+	for _, s := range streams {
+		sd := StreamDump{Stream: s.Stream, Delta: s.Delta, Connected: s.Connected, Types: map[string]TypeDump{}}
+		for _, typ := range slices.Sorted(maps.Keys(s.Resources)) {
+			td := TypeDump{Resources: []json.RawMessage{}}
+			if ts := s.Types[typ]; ts != nil && ts.LastACK != nil {
+				td.Version = ts.LastACK.Version
+			}
+			for _, a := range s.Resources[typ] {
+				b, err := protojson.Marshal(a)
+				if err != nil {
+					return Dump{}, fmt.Errorf("rendering a %s resource of %s: %w", typ, node, err)
+				}
+				td.Resources = append(td.Resources, b)
+			}
+			sd.Types[typ] = td
+		}
+		d.Streams = append(d.Streams, sd)
+	}
+	return d, nil
+}

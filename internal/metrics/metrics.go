@@ -1,0 +1,204 @@
+// Package metrics holds meshpilot's Prometheus metrics. Each Metrics has a
+// registry of its own, so several meshpilots in one process (tests) keep
+// their figures apart; nothing is registered globally.
+//
+// The other stages do not import Prometheus: the xDS server reports to an
+// Observer (Metrics is one), the Kubernetes registry takes a work queue
+// metrics provider and an informer event hook, and the rest is read at
+// scrape time through functions (registry sizes, connected clients).
+//
+// Names, all prefixed meshpilot_:
+//
+//	xds_clients{type}                      connected xDS streams, type "grpc" or "envoy"
+//	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
+//	xds_nacks_total{type}                  responses rejected by clients
+//	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
+//	xds_convergence_acked_seconds{type}    from the change reaching meshpilot to the client's ACK
+//	push_duration_seconds                  applying one debounced push to the xDS server
+//	debounce_events_total                  model events received by the debouncer
+//	debounce_pushes_total                  pushes the debouncer made of them
+//	debounce_merged_events_total           events merged into a push another event started
+//	registry_services, registry_endpoints  size of the model
+//	informer_events_total{kind,event}      Kubernetes informer events (add, update, delete)
+//	workqueue_*{name}                      client-go's work queue metrics (depth, adds,
+//	                                       queue and work duration, retries, ...)
+//
+// plus the Go runtime (go_*) and process (process_*) collectors.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/util/workqueue"
+)
+
+const namespace = "meshpilot"
+
+// Metrics is one meshpilot's set of metrics. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	pushes       *prometheus.CounterVec
+	nacks        *prometheus.CounterVec
+	convSent     *prometheus.HistogramVec
+	convACKed    *prometheus.HistogramVec
+	pushDuration prometheus.Histogram
+	dbEvents     prometheus.Counter
+	dbPushes     prometheus.Counter
+	dbMerged     prometheus.Counter
+	informer     *prometheus.CounterVec
+	queue        *workqueueMetrics
+}
+
+// convergenceBuckets span 1 ms to about 33 s.
+var convergenceBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
+
+// New returns a set of metrics with its own registry, holding the Go
+// runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{registry: prometheus.NewRegistry()}
+	m.pushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "pushes_total",
+		Help: "xDS responses sent to clients, by xDS type.",
+	}, []string{"type"})
+	m.nacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "nacks_total",
+		Help: "xDS responses rejected by clients (NACKs), by xDS type.",
+	}, []string{"type"})
+	m.convSent = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "convergence_sent_seconds",
+		Help:    "Time from a change reaching meshpilot (the Kubernetes informer event) to the xDS response it caused being sent, by xDS type.",
+		Buckets: convergenceBuckets,
+	}, []string{"type"})
+	m.convACKed = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "convergence_acked_seconds",
+		Help:    "Time from a change reaching meshpilot (the Kubernetes informer event) to the client's ACK of the xDS response it caused, by xDS type.",
+		Buckets: convergenceBuckets,
+	}, []string{"type"})
+	m.pushDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "push", Name: "duration_seconds",
+		Help:    "Time to apply one debounced push to the xDS server: regenerate what changed and hand responses to the streams.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	m.dbEvents = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "debounce", Name: "events_total",
+		Help: "Model change events received by the debouncer.",
+	})
+	m.dbPushes = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "debounce", Name: "pushes_total",
+		Help: "Pushes the debouncer made of the events.",
+	})
+	m.dbMerged = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "debounce", Name: "merged_events_total",
+		Help: "Events merged into a push that another event started (events minus pushes).",
+	})
+	m.informer = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "informer", Name: "events_total",
+		Help: "Kubernetes informer events, by kind of object and event (add, update, delete); updates that change nothing included.",
+	}, []string{"kind", "event"})
+	m.queue = newWorkqueueMetrics()
+	m.registry.MustRegister(
+		m.pushes, m.nacks, m.convSent, m.convACKed, m.pushDuration,
+		m.dbEvents, m.dbPushes, m.dbMerged, m.informer,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.queue.register(m.registry)
+	return m
+}
+
+// Registry is the Prometheus registry, for tests and further collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// ResponseSent implements xds.Observer.
+func (m *Metrics) ResponseSent(typ string, _ bool, sinceChange time.Duration) {
+	m.pushes.WithLabelValues(typ).Inc()
+	if sinceChange > 0 {
+		m.convSent.WithLabelValues(typ).Observe(sinceChange.Seconds())
+	}
+}
+
+// ACKed implements xds.Observer.
+func (m *Metrics) ACKed(typ string, _ bool, sinceChange time.Duration) {
+	if sinceChange > 0 {
+		m.convACKed.WithLabelValues(typ).Observe(sinceChange.Seconds())
+	}
+}
+
+// NACKed implements xds.Observer.
+func (m *Metrics) NACKed(typ string, _ bool) { m.nacks.WithLabelValues(typ).Inc() }
+
+// Pushed records one debounced push of events model events that took
+// took to apply.
+func (m *Metrics) Pushed(events int, took time.Duration) {
+	m.pushDuration.Observe(took.Seconds())
+	m.dbPushes.Inc()
+	m.dbEvents.Add(float64(events))
+	if events > 1 {
+		m.dbMerged.Add(float64(events - 1))
+	}
+}
+
+// InformerEvent counts one informer event; it fits kube.Options.OnInformerEvent.
+func (m *Metrics) InformerEvent(kind, event string) { m.informer.WithLabelValues(kind, event).Inc() }
+
+// WorkqueueProvider returns the work queue metrics provider for
+// kube.Options.QueueMetrics. client-go (v0.31 and later) takes a provider
+// per queue, so this one stays in this registry and the process-wide
+// workqueue.SetProvider is never needed.
+func (m *Metrics) WorkqueueProvider() workqueue.MetricsProvider { return m.queue }
+
+// Sizes is what the registry size gauges read: the number of services and
+// endpoints in the model.
+type Sizes func() (services, endpoints int)
+
+// WatchRegistry adds the registry size gauges, read from sizes at each
+// scrape. Call it once.
+func (m *Metrics) WatchRegistry(sizes Sizes) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "registry", Name: "services",
+			Help: "Services in the model.",
+		}, func() float64 { s, _ := sizes(); return float64(s) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "registry", Name: "endpoints",
+			Help: "Endpoints in the model, each address and port of each service port counted once.",
+		}, func() float64 { _, e := sizes(); return float64(e) }),
+	)
+}
+
+// ClientCounts is what the client gauge reads: connected streams of gRPC
+// clients and of other (Envoy) clients.
+type ClientCounts func() (grpcClients, envoyClients int)
+
+// WatchClients adds the connected clients gauge, read from counts at each
+// scrape. Call it once.
+func (m *Metrics) WatchClients(counts ClientCounts) {
+	m.registry.MustRegister(&clientsCollector{counts: counts, desc: prometheus.NewDesc(
+		prometheus.BuildFQName(namespace, "xds", "clients"),
+		"Connected xDS streams, by type of client: grpc (proxyless gRPC) or envoy (everything else).",
+		[]string{"type"}, nil)})
+}
+
+type clientsCollector struct {
+	counts ClientCounts
+	desc   *prometheus.Desc
+}
+
+func (c *clientsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *clientsCollector) Collect(ch chan<- prometheus.Metric) {
+	g, e := c.counts()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g), "grpc")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e), "envoy")
+}

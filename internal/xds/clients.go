@@ -1,0 +1,431 @@
+package xds
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Observer is told what happens on the xDS streams, for metrics. Its
+// methods are called synchronously on the streams' goroutines, often
+// concurrently, and must be fast and must not call back into the Server.
+//
+// typ is the short type name: "LDS", "RDS", "CDS", "EDS", or the type URL
+// of a type meshpilot does not serve. sinceChange is the time from the
+// model change that caused a response (push.Request.Start) to the moment
+// of the call; it is zero when the response was not caused by a push (the
+// first answer to a new subscription, say).
+type Observer interface {
+	// ResponseSent: a response is about to be written to the stream.
+	ResponseSent(typ string, grpc bool, sinceChange time.Duration)
+	// ACKed: the client accepted the latest response of the type.
+	ACKed(typ string, grpc bool, sinceChange time.Duration)
+	// NACKed: the client rejected the latest response of the type.
+	NACKed(typ string, grpc bool)
+}
+
+// Sync states of a resource type on a stream, as `meshpilot status` shows
+// them (the names follow istioctl proxy-status).
+const (
+	// Synced: the client ACKed the latest response sent.
+	Synced = "SYNCED"
+	// Stale: a response was sent and is not acknowledged yet.
+	Stale = "STALE"
+	// NACKed: the client rejected the latest response sent; meshpilot
+	// does not resend it until its inputs change.
+	NACKed = "NACKED"
+	// NotSent: the client subscribed and nothing was sent yet.
+	NotSent = "NOT SENT"
+)
+
+// Sent identifies one response on a stream.
+type Sent struct {
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce"`
+	Time    time.Time `json:"time"`
+}
+
+// NACK is a rejected response and the error the client gave.
+type NACK struct {
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce"`
+	Error   string    `json:"error"`
+	Time    time.Time `json:"time"`
+}
+
+// TypeSync is the state of one resource type on one stream.
+type TypeSync struct {
+	// Subscribed lists the names the client asked for; Wildcard is true
+	// when it asked for everything of the type.
+	Subscribed []string `json:"subscribed,omitempty"`
+	Wildcard   bool     `json:"wildcard,omitempty"`
+	// LastSent is the latest response sent, LastACK the latest the client
+	// accepted, LastNACK the latest it rejected.
+	LastSent *Sent `json:"lastSent,omitempty"`
+	LastACK  *Sent `json:"lastACK,omitempty"`
+	LastNACK *NACK `json:"lastNACK,omitempty"`
+	// Status is Synced, Stale, NACKed or NotSent.
+	Status string `json:"status"`
+
+	// pending is the latest response sent, with what caused it and what
+	// the client holds once it ACKs it; held is what it ACKed last.
+	pending *sentResponse
+	held    []*anypb.Any
+}
+
+// sentResponse is what the server remembers of the latest response of a
+// type on a stream until the client answers it.
+type sentResponse struct {
+	Sent
+	change    time.Time    // push.Request.Start of the push that caused it; zero if none
+	resources []*anypb.Any // everything the client holds of the type after it
+}
+
+func (ts *TypeSync) status() string {
+	switch {
+	case ts.LastSent == nil:
+		return NotSent
+	case ts.LastNACK != nil && ts.LastNACK.Nonce == ts.LastSent.Nonce:
+		return NACKed
+	case ts.LastACK != nil && ts.LastACK.Nonce == ts.LastSent.Nonce:
+		return Synced
+	}
+	return Stale
+}
+
+func (ts *TypeSync) clone() *TypeSync {
+	c := *ts
+	c.Subscribed = slices.Clone(ts.Subscribed)
+	if ts.LastSent != nil {
+		s := *ts.LastSent
+		c.LastSent = &s
+	}
+	if ts.LastACK != nil {
+		s := *ts.LastACK
+		c.LastACK = &s
+	}
+	if ts.LastNACK != nil {
+		n := *ts.LastNACK
+		c.LastNACK = &n
+	}
+	c.pending, c.held = nil, nil
+	c.Status = ts.status()
+	return &c
+}
+
+// ClientInfo describes one connected xDS stream.
+type ClientInfo struct {
+	// Stream numbers the stream within its kind (state of the world or
+	// delta).
+	Stream    int64     `json:"stream"`
+	NodeID    string    `json:"nodeID"`
+	Namespace string    `json:"namespace,omitempty"`
+	GRPC      bool      `json:"grpc"`
+	Delta     bool      `json:"delta"`
+	Connected time.Time `json:"connected"`
+	// NACKs counts the responses the client rejected; LastNACK is the
+	// error it gave for the latest.
+	NACKs    uint64 `json:"nacks"`
+	LastNACK string `json:"lastNACK,omitempty"`
+	// Types holds the per-type sync state by short type name ("LDS",
+	// "RDS", "CDS", "EDS"; the type URL for types meshpilot does not
+	// serve).
+	Types map[string]*TypeSync `json:"sync,omitempty"`
+}
+
+// Kind is "grpc" for proxyless gRPC clients and "envoy" for every other
+// client, as DESIGN.md classifies them.
+func (ci *ClientInfo) Kind() string {
+	if ci.GRPC {
+		return "grpc"
+	}
+	return "envoy"
+}
+
+func (ci *ClientInfo) clone() ClientInfo {
+	c := *ci
+	c.Types = make(map[string]*TypeSync, len(ci.Types))
+	for k, ts := range ci.Types {
+		c.Types[k] = ts.clone()
+	}
+	return c
+}
+
+func (ci *ClientInfo) typeSync(typ string) *TypeSync {
+	if ci.Types == nil {
+		ci.Types = map[string]*TypeSync{}
+	}
+	ts := ci.Types[typ]
+	if ts == nil {
+		ts = &TypeSync{}
+		ci.Types[typ] = ts
+	}
+	return ts
+}
+
+// shortType names a type URL as the sync state and metrics do.
+func shortType(typeURL string) string {
+	if t, ok := typeOf(typeURL); ok {
+		return t.short()
+	}
+	return typeURL
+}
+
+// responseKey finds the response a context carries (state of the world:
+// go-control-plane hands the response's context to the send callback).
+type responseKey struct{}
+
+// clientTracker keeps the per-stream client state. Its methods are called
+// from go-control-plane's callbacks on the streams' goroutines and from
+// readers (Clients, ConfigDump) on any goroutine; mu guards everything.
+type clientTracker struct {
+	observer Observer
+
+	mu      sync.Mutex
+	clients map[streamKey]*ClientInfo
+	// deltaSent holds what the server built into a delta response until
+	// the send callback, which gets only the response message, takes it.
+	deltaSent map[*discovery.DeltaDiscoveryResponse]*sentResponse
+}
+
+func newClientTracker(o Observer) *clientTracker {
+	return &clientTracker{
+		observer:  o,
+		clients:   map[streamKey]*ClientInfo{},
+		deltaSent: map[*discovery.DeltaDiscoveryResponse]*sentResponse{},
+	}
+}
+
+func (c *clientTracker) open(id int64, delta bool) {
+	c.mu.Lock()
+	c.clients[streamKey{id, delta}] = &ClientInfo{Stream: id, Delta: delta, Connected: time.Now()}
+	c.mu.Unlock()
+}
+
+func (c *clientTracker) close(id int64, delta bool) {
+	c.mu.Lock()
+	delete(c.clients, streamKey{id, delta})
+	c.mu.Unlock()
+}
+
+// requestResult says what a request meant, for the caller's log.
+type requestResult struct {
+	nodeID string
+	nack   bool
+}
+
+// request records a request: who is on the stream, what it subscribes to,
+// and whether it ACKs or NACKs the latest response of its type. For delta
+// streams names are the subscribe and unsubscribe lists.
+func (c *clientTracker) request(id int64, delta bool, node *core.Node, typeURL string, names, unsubscribe []string, nonce string, errDetail *statuspb.Status) requestResult {
+	now := time.Now()
+	typ := shortType(typeURL)
+	c.mu.Lock()
+	ci := c.clients[streamKey{id, delta}]
+	if ci == nil { // cannot happen: open ran first
+		c.mu.Unlock()
+		return requestResult{}
+	}
+	if ci.NodeID == "" && node != nil {
+		cl := ClientFromNode(node)
+		ci.NodeID, ci.Namespace, ci.GRPC = cl.ID, cl.Namespace, cl.GRPC
+	}
+	ts := ci.typeSync(typ)
+	first := ts.LastSent == nil && len(ts.Subscribed) == 0 && !ts.Wildcard
+	if delta {
+		set := map[string]struct{}{}
+		for _, n := range ts.Subscribed {
+			set[n] = struct{}{}
+		}
+		for _, n := range names {
+			set[n] = struct{}{}
+		}
+		for _, n := range unsubscribe {
+			delete(set, n)
+		}
+		delete(set, "*")
+		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") ||
+			(ts.Wildcard && !slices.Contains(unsubscribe, "*"))
+		ts.Subscribed = slices.Sorted(maps.Keys(set))
+	} else {
+		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") || (ts.Wildcard && len(names) == 0)
+		ts.Subscribed = slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "*" })))
+	}
+	// gRPC clients never get everything: an empty list means nothing.
+	ts.Wildcard = ts.Wildcard && !ci.GRPC
+	res := requestResult{nodeID: ci.NodeID}
+	var ack, nack bool
+	var sinceChange time.Duration
+	if p := ts.pending; p != nil && nonce != "" && nonce == p.Nonce {
+		if errDetail != nil {
+			nack = true
+			ts.LastNACK = &NACK{Version: p.Version, Nonce: p.Nonce, Error: errDetail.GetMessage(), Time: now}
+			ci.NACKs++
+			ci.LastNACK = errDetail.GetMessage()
+		} else {
+			ack = true
+			acked := p.Sent
+			ts.LastACK = &acked
+			ts.held = p.resources
+			if !p.change.IsZero() {
+				sinceChange = now.Sub(p.change)
+			}
+		}
+		ts.pending = nil
+	} else if errDetail != nil && nonce != "" {
+		// A NACK of an older response (or of one sent before this
+		// process tracked it): still a NACK.
+		nack = true
+		ts.LastNACK = &NACK{Nonce: nonce, Error: errDetail.GetMessage(), Time: now}
+		ci.NACKs++
+		ci.LastNACK = errDetail.GetMessage()
+	}
+	grpcClient := ci.GRPC
+	c.mu.Unlock()
+	if c.observer != nil {
+		switch {
+		case ack:
+			c.observer.ACKed(typ, grpcClient, sinceChange)
+		case nack:
+			c.observer.NACKed(typ, grpcClient)
+		}
+	}
+	res.nack = nack
+	return res
+}
+
+// sent records a response about to be sent on a stream.
+func (c *clientTracker) sent(id int64, delta bool, typeURL string, r *sentResponse) {
+	typ := shortType(typeURL)
+	c.mu.Lock()
+	ci := c.clients[streamKey{id, delta}]
+	if ci == nil {
+		c.mu.Unlock()
+		return
+	}
+	ts := ci.typeSync(typ)
+	s := r.Sent
+	ts.LastSent = &s
+	ts.pending = r
+	grpcClient := ci.GRPC
+	c.mu.Unlock()
+	if c.observer != nil {
+		var since time.Duration
+		if !r.change.IsZero() {
+			since = r.Time.Sub(r.change)
+		}
+		c.observer.ResponseSent(typ, grpcClient, since)
+	}
+}
+
+// sotwSent is the state-of-the-world send callback.
+func (c *clientTracker) sotwSent(ctx context.Context, id int64, out *discovery.DiscoveryResponse) {
+	r := &sentResponse{Sent: Sent{Version: out.GetVersionInfo(), Nonce: out.GetNonce(), Time: time.Now()}}
+	if sr, ok := ctx.Value(responseKey{}).(*sotwResponse); ok {
+		r.change, r.resources = sr.change, sr.holds
+	}
+	c.sent(id, false, out.GetTypeUrl(), r)
+}
+
+// deltaBuilt remembers what a delta response carries until it is sent.
+func (c *clientTracker) deltaBuilt(out *discovery.DeltaDiscoveryResponse, change time.Time, holds []*anypb.Any) {
+	now := time.Now()
+	c.mu.Lock()
+	if len(c.deltaSent) >= 1024 {
+		// Responses whose stream closed before they were sent are never
+		// taken: forget those older than a minute.
+		for k, r := range c.deltaSent {
+			if now.Sub(r.Time) > time.Minute {
+				delete(c.deltaSent, k)
+			}
+		}
+	}
+	c.deltaSent[out] = &sentResponse{Sent: Sent{Time: now}, change: change, resources: holds}
+	c.mu.Unlock()
+}
+
+// deltaSentFunc is the delta send callback.
+func (c *clientTracker) deltaSentFunc(id int64, out *discovery.DeltaDiscoveryResponse) {
+	c.mu.Lock()
+	r := c.deltaSent[out]
+	delete(c.deltaSent, out)
+	c.mu.Unlock()
+	if r == nil {
+		r = &sentResponse{}
+	}
+	r.Sent = Sent{Version: out.GetSystemVersionInfo(), Nonce: out.GetNonce(), Time: time.Now()}
+	c.sent(id, true, out.GetTypeUrl(), r)
+}
+
+// list copies the client state, ordered by node id then connection time.
+func (c *clientTracker) list() []ClientInfo {
+	c.mu.Lock()
+	out := make([]ClientInfo, 0, len(c.clients))
+	for _, ci := range c.clients {
+		out = append(out, ci.clone())
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b ClientInfo) int {
+		if a.NodeID != b.NodeID {
+			return strings.Compare(a.NodeID, b.NodeID)
+		}
+		return a.Connected.Compare(b.Connected)
+	})
+	return out
+}
+
+// counts returns the number of connected streams of gRPC and other
+// clients.
+func (c *clientTracker) counts() (grpcClients, envoyClients int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ci := range c.clients {
+		if ci.GRPC {
+			grpcClients++
+		} else {
+			envoyClients++
+		}
+	}
+	return grpcClients, envoyClients
+}
+
+// ClientConfig is what one stream of a client holds: per type, the
+// version it last ACKed and the resources that version comprises.
+type ClientConfig struct {
+	ClientInfo
+	// Resources holds, by short type name, the resources of the latest
+	// ACKed response (for RDS and EDS, with those of earlier responses
+	// the client still holds).
+	Resources map[string][]*anypb.Any
+}
+
+// ConfigDump returns what each stream of the node holds; none when the
+// node is not connected.
+func (s *Server) ConfigDump(nodeID string) []ClientConfig {
+	c := s.tracker
+	c.mu.Lock()
+	var out []ClientConfig
+	for _, ci := range c.clients {
+		if ci.NodeID != nodeID {
+			continue
+		}
+		cc := ClientConfig{ClientInfo: ci.clone(), Resources: map[string][]*anypb.Any{}}
+		for typ, ts := range ci.Types {
+			if ts.LastACK != nil {
+				cc.Resources[typ] = ts.held
+			}
+		}
+		out = append(out, cc)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b ClientConfig) int { return a.Connected.Compare(b.Connected) })
+	return out
+}
