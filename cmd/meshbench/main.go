@@ -106,6 +106,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.StringVar(&jsonPath, "json", "", "write every figure as JSON to this file")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the whole run after this")
 	f.DurationVar(&cfg.MissTimeout, "miss-timeout", cfg.MissTimeout, "a change not seen by a client within this is a miss")
+	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between convergence and churn, so that churn starts after meshpilot's push of its initial sync")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "API writes in flight while writing the workload")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random choice of services")
 	return cmd

@@ -56,6 +56,8 @@ type Config struct {
 	// MissTimeout: a change a client has not seen this long after its
 	// write is a miss.
 	MissTimeout time.Duration `json:"miss_timeout_ns"`
+	// Settle is the pause between convergence and churn.
+	Settle time.Duration `json:"settle_ns"`
 	// Timeout bounds the whole run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// Seed makes the choice of services reproducible.
@@ -86,7 +88,7 @@ func Defaults() Config {
 		Clients: 100, PerClient: 5,
 		Changes: 50, Rate: 5,
 		Nodes: 6, Concurrency: 32,
-		MissTimeout: 10 * time.Second, Timeout: 15 * time.Minute,
+		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
 		Seed: 1, Prefix: "bench",
 	}
 }
@@ -117,7 +119,7 @@ func (c *Config) validate() error {
 	if c.Changes > 0 && c.Rate <= 0 {
 		errs = append(errs, fmt.Errorf("rate must be positive, not %g", c.Rate))
 	}
-	if c.MissTimeout <= 0 || c.Timeout <= 0 {
+	if c.MissTimeout <= 0 || c.Timeout <= 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	if c.Prefix == "" {
@@ -307,6 +309,13 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			if len(cs) > 0 {
 				subscribed = append(subscribed, s)
 			}
+		}
+		// meshpilot debounces the events of its initial sync like any
+		// burst; churn starts after that push, in a steady state.
+		select {
+		case <-time.After(cfg.Settle):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
 		}
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
 		churn, err := runChurn(ctx, w, tr, rng, subscribed, &cfg, clientErrs)

@@ -26,6 +26,7 @@ func TestSmallRun(t *testing.T) {
 	cfg.Changes, cfg.Rate = 3, 20
 	cfg.Nodes = 3
 	cfg.Timeout = 5 * time.Minute
+	cfg.Settle = 200 * time.Millisecond
 	cfg.Prefix = "small"
 	cfg.Env = env
 	cfg.MeshpilotArgs = []string{"--debounce-after=50ms"}
