@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 
 	"github.com/meshpilot/meshpilot/examples"
@@ -318,11 +319,25 @@ func report(ctx context.Context, cc *grpc.ClientConn, backends []string, interva
 			fmt.Fprintf(&b, "  %s: %d", addr, got[addr])
 		}
 		if fails > 0 {
-			fmt.Fprintf(&b, "  failed: %d (%v)", fails, errNow)
+			fmt.Fprintf(&b, "  failed: %d (%s)", fails, shortError(errNow))
 		}
 		b.WriteByte('\n')
 		out.printf("%s", b.String())
 	}
+}
+
+// shortError keeps the code and the innermost cause of an RPC error:
+// grpc-go prefixes the node id at every level.
+func shortError(err error) string {
+	st := status.Convert(err)
+	msg := st.Message()
+	if i := strings.LastIndex(msg, "]: "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	if len(msg) > 120 {
+		msg = msg[:117] + "..."
+	}
+	return st.Code().String() + ": " + msg
 }
 
 func clock() string { return time.Now().Format("15:04:05") }

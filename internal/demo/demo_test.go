@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/meshpilot/meshpilot/examples"
 )
 
@@ -228,5 +231,12 @@ func TestClearErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestShortError(t *testing.T) {
+	err := status.Error(codes.Unavailable, `listener resource error: [xDS node id: sidecar~x]: [xDS node id: sidecar~x]: xds: resource "greeter:7070" has been removed`)
+	if got, want := shortError(err), `Unavailable: xds: resource "greeter:7070" has been removed`; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }
