@@ -459,3 +459,42 @@ func TestNewRejectsAMissingFolder(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// A ConfigMap volume holds its files in a hidden, timestamped folder that
+// "..data" points at, and replaces that link at once on every update.
+func TestFollowsAConfigMapVolume(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, content string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "echo.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..2026_01", goodService+"---\n"+goodSlice)
+	if err := os.Symlink(filepath.Join("..data", "echo.yaml"), filepath.Join(dir, "echo.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, dir, Options{})
+	const echo = model.Hostname("echo.default.svc.cluster.local")
+	if got := healthOf(h.reg, echo, 7070); got["127.0.0.11"] != model.Healthy || len(got) != 1 {
+		t.Fatalf("endpoints %v", got)
+	}
+	if ps := h.reg.Problems(); len(ps) > 0 {
+		t.Fatalf("problems: %s", describe(ps))
+	}
+	h.drain()
+	version("..2026_02", goodService+"---\n"+strings.Replace(goodSlice, "ready: true", "ready: false", 1))
+	h.awaitEvent(model.EndpointsChanged, echo)
+	if got := healthOf(h.reg, echo, 7070); got["127.0.0.11"] != model.Unhealthy {
+		t.Fatalf("endpoints after the update %v", got)
+	}
+}
