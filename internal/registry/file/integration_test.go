@@ -120,7 +120,11 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 		start := time.Now()
 		writeFile(t, echo, manifests("echo", 7070, bs, bs[1].IP))
 		grpctest.AwaitSpread(t, cc, bs[0], bs[2])
-		t.Logf("traffic moved %v after the save", time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		t.Logf("traffic moved %v after the save", took.Round(time.Millisecond))
+		if took > time.Second {
+			t.Fatalf("traffic moved %v after the save; a saved edit must reach clients within a second", took)
+		}
 	})
 
 	t.Run("a broken file keeps serving its last good content", func(t *testing.T) {
