@@ -379,7 +379,8 @@ func TestMetricsAndDebugPages(t *testing.T) {
 			{"meshpilot_registry_endpoints", nil, exactly(2), "2"},
 			{"meshpilot_informer_events_total", []string{"kind", "Service", "event", "add"}, exactly(3), "3"},
 			{"meshpilot_informer_events_total", []string{"kind", "EndpointSlice", "event", "add"}, exactly(1), "1"},
-			{"meshpilot_informer_events_total", []string{"kind", "EndpointSlice", "event", "update"}, exactly(1), "1"},
+			// A relist replays objects as updates: at least the one update written.
+			{"meshpilot_informer_events_total", []string{"kind", "EndpointSlice", "event", "update"}, atLeast(1), ">= 1"},
 			{"meshpilot_workqueue_adds_total", []string{"name", kube.QueueName}, atLeast(3), ">= 3"},
 			{"meshpilot_workqueue_depth", []string{"name", kube.QueueName}, exactly(0), "0"},
 			{"meshpilot_workqueue_queue_duration_seconds", []string{"name", kube.QueueName}, atLeast(3), ">= 3 observations"},
@@ -607,7 +608,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	bs := grpctest.StartBackends(t, "127.0.0.33", "127.0.0.34")
 	createService(t, ns, "drain", 7070)
 	writeZonedSlice(t, ns, "drain", "z", bs[:1])
-	const drain = 4 * time.Second
+	const drain = 5 * time.Second
 	srv := startObserved(t, ns, server.Options{DrainDuration: drain, Debounce: push.Options{LeadingEdge: true}})
 	cluster := "outbound|7070||drain." + ns + ".svc.cluster.local"
 
