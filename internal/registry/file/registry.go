@@ -163,7 +163,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	// Watches are set up by the first reload, before anything is read, so
 	// that no change after the read can be missed.
 	start := time.Now()
-	r.reload(w)
+	r.reload(w, time.Time{})
 	r.synced.Store(true)
 	svcs, eps := r.Store.Len()
 	r.log.Info("file registry synced", "dir", r.opts.Dir, "files", len(r.files), "services", svcs, "endpoints", eps,
@@ -199,8 +199,11 @@ func (r *Registry) Run(ctx context.Context) error {
 				timer.Reset(0)
 			}
 		case <-timer.C:
+			// Change events carry the time of the first file event
+			// of the batch: convergence is measured from the save.
+			observed := pendingSince
 			pendingSince = time.Time{}
-			r.reload(w)
+			r.reload(w, observed)
 		}
 	}
 }
@@ -272,8 +275,9 @@ func (r *Registry) syncWatches(w *fsnotify.Watcher, dirs []string) (added bool) 
 	return added
 }
 
-// reload reads the folder again and brings the model up to date.
-func (r *Registry) reload(w *fsnotify.Watcher) {
+// reload reads the folder again and brings the model up to date; observed
+// is when the change was first noticed (zero for the first read).
+func (r *Registry) reload(w *fsnotify.Watcher, observed time.Time) {
 	r.reloads.Add(1)
 	paths, dirs := r.scan()
 	// A file created in a new folder before its watch was set up would
@@ -324,7 +328,7 @@ func (r *Registry) reload(w *fsnotify.Watcher) {
 	})
 	problems := r.compose(order)
 	r.report(order, problems)
-	r.updateModel()
+	r.updateModel(observed)
 }
 
 // compose decides what each file contributes, applying the checks that
@@ -487,7 +491,7 @@ func (r *Registry) report(order []string, problems map[string][]Problem) {
 
 // updateModel converts every service of the view and updates the store,
 // which emits events only for real changes.
-func (r *Registry) updateModel() {
+func (r *Registry) updateModel(observed time.Time) {
 	v := r.view.Load()
 	lookup := kube.EndpointLookup{Pod: v.pod, PodByIP: v.podByIP, Node: v.node}
 	keep := map[model.Hostname]bool{}
@@ -502,13 +506,13 @@ func (r *Registry) updateModel() {
 		svc := kube.ConvertService(v.services[k], r.opts.DomainSuffix)
 		keep[svc.Hostname] = true
 		eps := kube.BuildEndpoints(svc, v.slices[k], lookup)
-		if r.Store.Update(svc, eps) {
+		if r.Store.UpdateObserved(svc, eps, observed) {
 			r.log.Debug("service updated", "service", svc.Hostname, "endpoints", len(eps))
 		}
 	}
 	for _, svc := range r.Store.Services() {
 		if !keep[svc.Hostname] {
-			r.Store.Delete(svc.Hostname)
+			r.Store.DeleteObserved(svc.Hostname, observed)
 		}
 	}
 }

@@ -86,17 +86,18 @@ func (h *harness) until(what string, cond func() bool) {
 }
 
 // awaitEvent waits for an event about hostname of the given kind.
-func (h *harness) awaitEvent(kind model.EventKind, hostname model.Hostname) {
+func (h *harness) awaitEvent(kind model.EventKind, hostname model.Hostname) model.Event {
 	h.t.Helper()
 	timeout := time.After(wait)
 	for {
 		select {
 		case ev := <-h.events:
 			if ev.Kind == kind && ev.Hostname == hostname {
-				return
+				return ev
 			}
 		case <-timeout:
 			h.t.Fatalf("no %s event for %s", kind, hostname)
+			return model.Event{}
 		}
 	}
 }
@@ -204,8 +205,12 @@ func TestFollowsEdits(t *testing.T) {
 
 	t.Run("a saved edit", func(t *testing.T) {
 		h.drain()
+		saved := time.Now()
 		h.write(examples.EndpointsFile, notReady)
-		h.awaitEvent(model.EndpointsChanged, greeter)
+		ev := h.awaitEvent(model.EndpointsChanged, greeter)
+		if ev.Observed.Before(saved) || ev.Observed.After(time.Now()) {
+			t.Fatalf("the event says the change was seen at %v; the file was saved at %v", ev.Observed, saved)
+		}
 		got := healthOf(h.reg, greeter, examples.GreeterPort)
 		if got["127.0.0.11"] != model.Unhealthy || got["127.0.0.12"] != model.Unhealthy || got["127.0.0.13"] != model.Healthy {
 			t.Fatalf("health after the edit: %v", got)
