@@ -257,7 +257,12 @@ func (c *clientTracker) request(id int64, delta bool, node *core.Node, typeURL s
 		ts.Subscribed = slices.Sorted(maps.Keys(set))
 	} else {
 		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") || (ts.Wildcard && len(names) == 0)
-		ts.Subscribed = slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "*" })))
+		// An ACK usually repeats the names: then nothing is copied.
+		if !slices.Equal(names, ts.Subscribed) {
+			sub := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "*" })
+			slices.Sort(sub)
+			ts.Subscribed = sub
+		}
 	}
 	// gRPC clients never get everything: an empty list means nothing.
 	ts.Wildcard = ts.Wildcard && !ci.GRPC
@@ -272,8 +277,7 @@ func (c *clientTracker) request(id int64, delta bool, node *core.Node, typeURL s
 			ci.LastNACK = errDetail.GetMessage()
 		} else {
 			ack = true
-			acked := p.Sent
-			ts.LastACK = &acked
+			ts.LastACK = &p.Sent // p is never changed again
 			ts.held = p.resources
 			if !p.change.IsZero() {
 				sinceChange = now.Sub(p.change)
@@ -312,8 +316,7 @@ func (c *clientTracker) sent(id int64, delta bool, typeURL string, r *sentRespon
 		return
 	}
 	ts := ci.typeSync(typ)
-	s := r.Sent
-	ts.LastSent = &s
+	ts.LastSent = &r.Sent // r is never changed again
 	ts.pending = r
 	grpcClient := ci.GRPC
 	c.mu.Unlock()

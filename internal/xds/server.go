@@ -484,7 +484,7 @@ func (s *Server) sotw(w *watch, change time.Time) *sotwResponse {
 	changed := initial
 	next := make(map[string]string, len(names))
 	var res []*anypb.Any
-	var all []*anypb.Any
+	all := make([]*anypb.Any, 0, len(names)) // kept as what the client holds: one allocation
 	for _, n := range names {
 		e := s.get(w.typ, w.client, n)
 		prev, had := returned[n]
