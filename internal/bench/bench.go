@@ -153,6 +153,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	defer func() {
 		if err == nil {
 			os.RemoveAll(workDir)
+		} else {
+			// Keep meshpilot's log for the failure, not the binary.
+			os.Remove(filepath.Join(workDir, "meshpilot"))
 		}
 	}()
 
