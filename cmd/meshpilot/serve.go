@@ -71,7 +71,7 @@ its document and field; its last good content stays in force.`,
 	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876")
 	fl.DurationVar(&f.drainDuration, "drain-duration", 5*time.Second, "on SIGTERM, how long open xDS streams are still served (readiness fails, new streams are refused) before they are closed")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
-	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", 10*time.Second, "after --max-connection-age, how long open streams may go on before the connection is closed")
+	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")

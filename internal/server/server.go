@@ -57,8 +57,9 @@ type Options struct {
 	DrainDuration time.Duration
 	// MaxConnectionAge closes each xDS connection after about this long
 	// (gRPC keepalive, +/-10% jitter), and MaxConnectionAgeGrace later
-	// still if streams are open, so that clients reconnect and spread over
-	// replicas after a scale-out. Zero means no limit.
+	// still if streams are open (DefaultMaxConnectionAgeGrace when zero:
+	// xDS streams never end by themselves), so that clients reconnect and
+	// spread over replicas after a scale-out. Zero means no limit.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// Metrics receives the server's metrics; New makes a set when nil.
 	// Pass one to share it with the registry (kube.Options.QueueMetrics,
@@ -71,6 +72,10 @@ type Options struct {
 	Debounce push.Options
 	Logger   *slog.Logger
 }
+
+// DefaultMaxConnectionAgeGrace is how long streams may go on after
+// MaxConnectionAge when Options give no grace.
+const DefaultMaxConnectionAgeGrace = 10 * time.Second
 
 // Server is a running meshpilot. Its addresses are known once New returns
 // (listeners are bound there), so callers may pass ":0".
@@ -121,6 +126,9 @@ func New(opts Options) (*Server, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	}
 	if opts.MaxConnectionAge > 0 {
+		if opts.MaxConnectionAgeGrace <= 0 {
+			opts.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace
+		}
 		grpcOpts = append(grpcOpts, grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge:      opts.MaxConnectionAge,
 			MaxConnectionAgeGrace: opts.MaxConnectionAgeGrace,
