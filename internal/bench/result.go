@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -127,7 +128,8 @@ func (r *Result) snapshot(p *process, name string) {
 	}
 	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: max(p.sampledPeakRSS(), u.RSS)}
 	if n := len(r.Phases); n > 0 {
-		ph.CPUDelta = u.CPUSeconds - r.Phases[n-1].CPUSeconds
+		// CPU times are in clock ticks (10 ms): no more digits than that.
+		ph.CPUDelta = math.Round((u.CPUSeconds-r.Phases[n-1].CPUSeconds)*clockTicks) / clockTicks
 	}
 	r.Phases = append(r.Phases, ph)
 }
