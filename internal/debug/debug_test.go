@@ -1,0 +1,104 @@
+package debug
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds"
+)
+
+// storeDiscovery is a model.Store as a ServiceDiscovery.
+type storeDiscovery struct{ *model.Store }
+
+func (storeDiscovery) WorkloadByIP(string) *model.Workload { return nil }
+
+type fakeXDS struct {
+	clients []xds.ClientInfo
+	dumps   map[string][]xds.ClientConfig
+}
+
+func (f fakeXDS) Clients() []xds.ClientInfo                 { return f.clients }
+func (f fakeXDS) ConfigDump(node string) []xds.ClientConfig { return f.dumps[node] }
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func TestPages(t *testing.T) {
+	store := model.NewStore()
+	host := model.Hostname("a.ns.svc.cluster.local")
+	store.Update(&model.Service{Hostname: host, Name: "a", Namespace: "ns", Ports: []model.Port{
+		{Name: "grpc", Port: 8080, Protocol: model.GRPC}, {Name: "http", Port: 80, Protocol: model.HTTP},
+	}}, []*model.Endpoint{{Address: "10.0.0.1", Port: 9090, ServicePortName: "grpc", Health: model.Draining,
+		Locality: model.Locality{Region: "r", Zone: "z"}}})
+
+	c, err := anypb.New(&cluster.Cluster{Name: "outbound|8080||" + string(host)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	info := xds.ClientInfo{Stream: 3, NodeID: "n1", Connected: at, Types: map[string]*xds.TypeSync{
+		"CDS": {Status: xds.Synced, LastSent: &xds.Sent{Version: "v1", Nonce: "1"}, LastACK: &xds.Sent{Version: "v1", Nonce: "1"}},
+	}}
+	mux := http.NewServeMux()
+	Register(mux, Options{Discovery: storeDiscovery{store}, XDS: fakeXDS{
+		clients: []xds.ClientInfo{info},
+		dumps:   map[string][]xds.ClientConfig{"n1": {{ClientInfo: info, Resources: map[string][]*anypb.Any{"CDS": {c}}}}},
+	}})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	code, body := get(t, srv.URL+"/debug/endpointz")
+	var eps []ServiceEndpoints
+	if err := json.Unmarshal(body, &eps); code != 200 || err != nil {
+		t.Fatalf("endpointz %d %v: %s", code, err, body)
+	}
+	if len(eps) != 1 || len(eps[0].Ports) != 2 || eps[0].Ports[1].Port != 80 || len(eps[0].Ports[1].Endpoints) != 0 ||
+		eps[0].Ports[0].Endpoints[0].Health != model.Draining || eps[0].Ports[0].Endpoints[0].Locality.Zone != "z" {
+		t.Fatalf("endpointz %s", body)
+	}
+
+	code, body = get(t, srv.URL+"/debug/syncz")
+	var sync []SyncStatus
+	if err := json.Unmarshal(body, &sync); code != 200 || err != nil || len(sync) != 1 || sync[0].Type != "envoy" ||
+		sync[0].Types["CDS"].Status != xds.Synced || sync[0].NodeID != "n1" {
+		t.Fatalf("syncz %d %v: %s", code, err, body)
+	}
+
+	code, body = get(t, srv.URL+"/debug/config_dump?node=n1")
+	var d Dump
+	if err := json.Unmarshal(body, &d); code != 200 || err != nil || len(d.Streams) != 1 || d.Streams[0].Types["CDS"].Version != "v1" ||
+		len(d.Streams[0].Types["CDS"].Resources) != 1 {
+		t.Fatalf("config_dump %d %v: %s", code, err, body)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(d.Streams[0].Types["CDS"].Resources[0], &res); err != nil ||
+		res["@type"] != "type.googleapis.com/envoy.config.cluster.v3.Cluster" || res["name"] != "outbound|8080||"+string(host) {
+		t.Fatalf("dumped resource %s (%v)", d.Streams[0].Types["CDS"].Resources[0], err)
+	}
+	for path, want := range map[string]int{
+		"/debug/config_dump":         http.StatusBadRequest,
+		"/debug/config_dump?node=n2": http.StatusNotFound,
+		"/debug/registryz":           http.StatusOK,
+		"/debug/pprof/heap":          http.StatusOK,
+	} {
+		if code, body := get(t, srv.URL+path); code != want {
+			t.Errorf("%s: %d, want %d: %s", path, code, want, body)
+		}
+	}
+}
