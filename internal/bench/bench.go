@@ -70,6 +70,10 @@ type Config struct {
 	// MeshpilotLog keeps meshpilot's output in this file; empty keeps it
 	// only when the run fails.
 	MeshpilotLog string `json:"meshpilot_log,omitempty"`
+	// ProfileDir, when set, receives meshpilot's heap profile after each
+	// phase and a CPU profile of convergence and of churn, from its
+	// /debug/pprof/.
+	ProfileDir string `json:"profile_dir,omitempty"`
 	// Prefix of namespace and node names.
 	Prefix string `json:"prefix"`
 
@@ -241,6 +245,27 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.SyncSeconds = time.Since(t0).Seconds()
 	res.snapshot(proc, "sync")
 	logf("meshpilot ready in %.2fs", res.SyncSeconds)
+	var prof *profiler
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+		prof = &profiler{base: "http://" + debugAddr(cfg.MeshpilotArgs, httpAddr), dir: cfg.ProfileDir, logf: logf}
+		prof.fetch(ctx, "heap", "heap-sync.pb.gz")
+	}
+	// cpuProfile profiles meshpilot for d in the background; wait for it
+	// with the returned function.
+	cpuProfile := func(d time.Duration, file string) func() {
+		if prof == nil {
+			return func() {}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			prof.fetch(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(d.Seconds()+0.999))), file)
+		}()
+		return func() { <-done }
+	}
 
 	// Clients.
 	tr := newTracker(cfg.Clients)
@@ -271,6 +296,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 		clients[c] = newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
 	}
+	// Convergence takes well under a second up to about a thousand
+	// clients: a 2 s profile covers it.
+	waitConvProfile := cpuProfile(2*time.Second, "cpu-converge.pb.gz")
+	if prof != nil {
+		time.Sleep(100 * time.Millisecond) // let the profile start
+	}
 	convStart := time.Now()
 	for _, cl := range clients {
 		cc, err := grpc.NewClient("passthrough:///"+xdsAddr,
@@ -299,6 +330,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	res.Convergence = tr.convergence(clients, convStart)
 	res.snapshot(proc, "converged")
+	waitConvProfile()
+	prof.fetch(ctx, "heap", "heap-converged.pb.gz")
 	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
 		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
 	if err := proc.alive(); err != nil {
@@ -321,12 +354,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			return nil, context.Cause(ctx)
 		}
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
+		waitChurnProfile := cpuProfile(time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
 		churn, err := runChurn(ctx, w, tr, rng, subscribed, &cfg, clientErrs)
 		if err != nil {
 			return nil, err
 		}
 		res.Churn = churn
 		res.snapshot(proc, "churn")
+		waitChurnProfile()
+		prof.fetch(ctx, "heap", "heap-churn.pb.gz")
 		logf("churn: %d (client, change) pairs: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d misses",
 			churn.Pairs, churn.P50MS, churn.P99MS, churn.MaxMS, churn.Misses)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -256,4 +257,62 @@ func readUsage(pid int) (Usage, error) {
 		}
 	}
 	return u, sc.Err()
+}
+
+// profiler fetches Go profiles from meshpilot's /debug/pprof/ into a
+// folder. Failures are reported, not fatal: older builds serve no pprof.
+type profiler struct {
+	base string // "http://host:port"
+	dir  string
+	logf func(string, ...any)
+}
+
+// debugAddr is where meshpilot serves /debug/: --debug-addr when the
+// arguments set it, else the HTTP address.
+func debugAddr(args []string, httpAddr string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--debug-addr="); ok && v != "" {
+			return v
+		}
+		if a == "--debug-addr" && i+1 < len(args) && args[i+1] != "" {
+			return args[i+1]
+		}
+	}
+	return httpAddr
+}
+
+// fetch saves /debug/pprof/<path> as file.
+func (p *profiler) fetch(ctx context.Context, path, file string) {
+	if p == nil {
+		return
+	}
+	if err := p.get(ctx, path, filepath.Join(p.dir, file)); err != nil {
+		p.logf("profile %s: %v", file, err)
+		return
+	}
+	p.logf("profile saved: %s", filepath.Join(p.dir, file))
+}
+
+func (p *profiler) get(ctx context.Context, path, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/debug/pprof/"+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s (does this meshpilot serve pprof?)", req.URL, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
