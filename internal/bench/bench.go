@@ -72,7 +72,9 @@ type Config struct {
 	MeshpilotLog string `json:"meshpilot_log,omitempty"`
 	// ProfileDir, when set, receives meshpilot's heap profile after each
 	// phase and a CPU profile of convergence and of churn, from its
-	// /debug/pprof/.
+	// /debug/pprof/. Heap profiles force a garbage collection in
+	// meshpilot, which lowers its later memory figures: take those from
+	// runs without profiles.
 	ProfileDir string `json:"profile_dir,omitempty"`
 	// Prefix of namespace and node names.
 	Prefix string `json:"prefix"`
@@ -251,7 +253,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			return nil, err
 		}
 		prof = &profiler{base: "http://" + debugAddr(cfg.MeshpilotArgs, httpAddr), dir: cfg.ProfileDir, logf: logf}
-		prof.fetch(ctx, "heap", "heap-sync.pb.gz")
+		prof.fetch(ctx, "heap?gc=1", "heap-sync.pb.gz")
 	}
 	// cpuProfile profiles meshpilot for d in the background; wait for it
 	// with the returned function.
@@ -331,7 +333,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.Convergence = tr.convergence(clients, convStart)
 	res.snapshot(proc, "converged")
 	waitConvProfile()
-	prof.fetch(ctx, "heap", "heap-converged.pb.gz")
+	prof.fetch(ctx, "heap?gc=1", "heap-converged.pb.gz")
 	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
 		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
 	if err := proc.alive(); err != nil {
@@ -362,7 +364,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.Churn = churn
 		res.snapshot(proc, "churn")
 		waitChurnProfile()
-		prof.fetch(ctx, "heap", "heap-churn.pb.gz")
+		prof.fetch(ctx, "heap?gc=1", "heap-churn.pb.gz")
 		logf("churn: %d (client, change) pairs: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d misses",
 			churn.Pairs, churn.P50MS, churn.P99MS, churn.MaxMS, churn.Misses)
 	}
