@@ -85,8 +85,9 @@ func convertServicePort(p corev1.ServicePort) model.Port {
 	out := model.Port{Name: p.Name, Port: p.Port, Protocol: PortProtocol(p)}
 	switch tp := p.TargetPort; {
 	case tp.Type == intstr.String && tp.StrVal != "":
-		// The API server rejects numeric strings, but manifests read from
-		// files are not validated and "8080" plainly means a number.
+		// The API server and the file registry reject numeric strings; a
+		// fake or older client might still hand one over, and "8080"
+		// plainly means a number.
 		if n, err := strconv.ParseInt(tp.StrVal, 10, 32); err == nil && n > 0 && n <= 65535 {
 			out.TargetPort = int32(n)
 		} else {
