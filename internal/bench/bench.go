@@ -160,8 +160,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if err == nil {
 			os.RemoveAll(workDir)
 		} else {
-			// Keep meshpilot's log for the failure, not the binary.
+			// Keep meshpilot's log for the failure, not the binary; the
+			// folder goes when it holds nothing else.
 			os.Remove(filepath.Join(workDir, "meshpilot"))
+			os.Remove(workDir)
 		}
 	}()
 
