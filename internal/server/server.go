@@ -236,6 +236,13 @@ func (s *Server) httpHandler() http.Handler {
 }
 
 func (s *Server) onEvent(ev model.Event) {
+	// The events of the initial build describe the first model, which no
+	// client has seen: streams and REST requests are refused until it is
+	// complete, and resources are generated on request. Pushing them would
+	// only hold back the first real change behind a debounce window.
+	if !s.opts.Registry.HasSynced() {
+		return
+	}
 	if ev.Kind == model.EndpointsChanged {
 		s.log.Debug("endpoints changed", "service", ev.Hostname)
 	} else {
