@@ -90,8 +90,8 @@ type view struct {
 	namespaces map[string]*corev1.Namespace
 	services   map[string]*corev1.Service // "<namespace>/<name>"
 	slices     map[string][]*discoveryv1.EndpointSlice
-	pods       map[string]*corev1.Pod // "<namespace>/<name>"
-	podsByIP   map[string][]*corev1.Pod
+	pods       map[string]*kube.PodInfo // "<namespace>/<name>"
+	podsByIP   map[string][]*kube.PodInfo
 	nodes      map[string]*corev1.Node
 }
 
@@ -404,8 +404,8 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		namespaces: map[string]*corev1.Namespace{},
 		services:   map[string]*corev1.Service{},
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
-		pods:       map[string]*corev1.Pod{},
-		podsByIP:   map[string][]*corev1.Pod{},
+		pods:       map[string]*kube.PodInfo{},
+		podsByIP:   map[string][]*kube.PodInfo{},
 		nodes:      map[string]*corev1.Node{},
 	}
 	first := map[objectKey]*Object{}
@@ -435,7 +435,8 @@ func (v *view) add(o *Object) {
 		key := obj.Namespace + "/" + obj.Labels[discoveryv1.LabelServiceName]
 		v.slices[key] = append(v.slices[key], obj)
 	case *corev1.Pod:
-		v.pods[obj.Namespace+"/"+obj.Name] = obj
+		info := kube.NewPodInfo(obj)
+		v.pods[obj.Namespace+"/"+obj.Name] = info
 		ips := map[string]bool{}
 		if obj.Status.PodIP != "" {
 			ips[obj.Status.PodIP] = true
@@ -444,7 +445,7 @@ func (v *view) add(o *Object) {
 			ips[ip.IP] = true
 		}
 		for ip := range ips {
-			v.podsByIP[ip] = append(v.podsByIP[ip], obj)
+			v.podsByIP[ip] = append(v.podsByIP[ip], info)
 		}
 	case *corev1.Node:
 		v.nodes[obj.Name] = obj
@@ -517,14 +518,14 @@ func (r *Registry) updateModel(observed time.Time) {
 	}
 }
 
-func (v *view) pod(namespace, name string) *corev1.Pod { return v.pods[namespace+"/"+name] }
+func (v *view) pod(namespace, name string) *kube.PodInfo { return v.pods[namespace+"/"+name] }
 
 // podByIP passes over finished Pods, whose IP may already be reused, and
 // breaks ties by name, as the Kubernetes registry does.
-func (v *view) podByIP(ip string) *corev1.Pod {
-	var found *corev1.Pod
+func (v *view) podByIP(ip string) *kube.PodInfo {
+	var found *kube.PodInfo
 	for _, p := range v.podsByIP[ip] {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
 			continue
 		}
 		if found == nil || p.Name < found.Name {
@@ -543,7 +544,7 @@ func (r *Registry) WorkloadByIP(ip string) *model.Workload {
 	if p == nil {
 		return nil
 	}
-	return kube.ConvertWorkload(p, v.node(p.Spec.NodeName))
+	return kube.ConvertWorkload(p, v.node(p.NodeName))
 }
 
 var _ model.Controller = (*Registry)(nil)

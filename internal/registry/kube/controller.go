@@ -185,6 +185,8 @@ func stripObject(obj any) (any, error) {
 	switch obj.(type) {
 	case *corev1.Pod:
 		return StripPod(obj)
+	case *PodInfo:
+		return obj, nil // already stripped
 	case *corev1.Node:
 		return StripNode(obj)
 	}
@@ -325,7 +327,7 @@ func (c *Controller) namespaceSelected(namespace string) bool {
 	return false
 }
 
-func (c *Controller) pod(namespace, name string) *corev1.Pod {
+func (c *Controller) pod(namespace, name string) *PodInfo {
 	scope := c.scopeFor(namespace)
 	if scope == nil {
 		return nil
@@ -334,19 +336,19 @@ func (c *Controller) pod(namespace, name string) *corev1.Pod {
 	if err != nil || !exists {
 		return nil
 	}
-	return obj.(*corev1.Pod)
+	return obj.(*PodInfo)
 }
 
 // podByIP finds the pod that holds ip. Finished pods may keep an IP that
 // a new pod already reuses, so they are passed over; ties go to the first
 // name so that the answer is stable.
-func (c *Controller) podByIP(ip string) *corev1.Pod {
-	var found *corev1.Pod
+func (c *Controller) podByIP(ip string) *PodInfo {
+	var found *PodInfo
 	for _, scope := range c.scopes {
 		objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
 		for _, o := range objs {
-			p := o.(*corev1.Pod)
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			p := o.(*PodInfo)
+			if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
 				continue
 			}
 			if found == nil || p.Name < found.Name {
@@ -371,7 +373,7 @@ func (c *Controller) WorkloadByIP(ip string) *model.Workload {
 	if p == nil {
 		return nil
 	}
-	return ConvertWorkload(p, c.node(p.Spec.NodeName))
+	return ConvertWorkload(p, c.node(p.NodeName))
 }
 
 var _ model.Controller = (*Controller)(nil)

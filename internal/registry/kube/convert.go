@@ -212,7 +212,7 @@ func healthRank(h model.Health) int {
 // (region.zone.subzone) wins, then the Node's topology labels, then
 // sliceZone (the EndpointSlice's view, used when neither Pod nor Node is
 // known). Any argument may be nil.
-func Locality(pod *corev1.Pod, node *corev1.Node, sliceZone *string) model.Locality {
+func Locality(pod *PodInfo, node *corev1.Node, sliceZone *string) model.Locality {
 	if pod != nil {
 		if v := pod.Labels[localityPodLabel]; v != "" {
 			return model.ParseLocality(v)
@@ -237,7 +237,7 @@ func Locality(pod *corev1.Pod, node *corev1.Node, sliceZone *string) model.Local
 // endpointLabels merges the Pod's labels with the locality labels, so that
 // selectors written against topology labels match even when the locality
 // came from the Node or the Pod's override label rather than the Pod.
-func endpointLabels(pod *corev1.Pod, l model.Locality) map[string]string {
+func endpointLabels(pod *PodInfo, l model.Locality) map[string]string {
 	var podLabels map[string]string
 	if pod != nil {
 		podLabels = pod.Labels
@@ -262,8 +262,8 @@ func endpointLabels(pod *corev1.Pod, l model.Locality) map[string]string {
 // EndpointLookup finds the objects an endpoint refers to. Any func may be
 // nil; any may return nil.
 type EndpointLookup struct {
-	Pod     func(namespace, name string) *corev1.Pod
-	PodByIP func(ip string) *corev1.Pod
+	Pod     func(namespace, name string) *PodInfo
+	PodByIP func(ip string) *PodInfo
 	Node    func(name string) *corev1.Node
 }
 
@@ -271,7 +271,7 @@ type EndpointLookup struct {
 // is trusted over the IP: IPs are reused quickly, so a Pod found by IP
 // counts only if it is the one the targetRef names, and a targetRef to
 // something other than a Pod means no Pod is behind the address.
-func (l EndpointLookup) podFor(ref *corev1.ObjectReference, namespace, address string) *corev1.Pod {
+func (l EndpointLookup) podFor(ref *corev1.ObjectReference, namespace, address string) *PodInfo {
 	if ref != nil {
 		if ref.Kind != "Pod" {
 			return nil
@@ -454,8 +454,8 @@ func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *disco
 	out := model.Endpoint{Address: addr, Health: health, Namespace: svc.Namespace}
 	if pod != nil {
 		out.PodName = pod.Name
-		out.NodeName = pod.Spec.NodeName
-		out.ServiceAccount = pod.Spec.ServiceAccountName
+		out.NodeName = pod.NodeName
+		out.ServiceAccount = pod.ServiceAccount
 	} else if e.TargetRef != nil && e.TargetRef.Kind == "Pod" {
 		out.PodName = e.TargetRef.Name
 	}
@@ -473,30 +473,17 @@ func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *disco
 }
 
 // ConvertWorkload describes a Pod (node may be nil) as a model.Workload.
-func ConvertWorkload(pod *corev1.Pod, node *corev1.Node) *model.Workload {
+func ConvertWorkload(pod *PodInfo, node *corev1.Node) *model.Workload {
 	if pod == nil {
 		return nil
 	}
-	w := &model.Workload{
+	return &model.Workload{
 		Name:           pod.Name,
 		Namespace:      pod.Namespace,
+		Addresses:      slices.Clone(pod.IPs),
 		Labels:         maps.Clone(pod.Labels),
 		Locality:       Locality(pod, node, nil),
-		NodeName:       pod.Spec.NodeName,
-		ServiceAccount: pod.Spec.ServiceAccountName,
+		NodeName:       pod.NodeName,
+		ServiceAccount: pod.ServiceAccount,
 	}
-	// podIPs holds every family; podIP alone comes from older servers and
-	// hand-written manifests.
-	switch {
-	case len(pod.Status.PodIPs) > 0:
-		w.Addresses = make([]string, 0, len(pod.Status.PodIPs))
-		for _, ip := range pod.Status.PodIPs {
-			if ip.IP != "" {
-				w.Addresses = append(w.Addresses, ip.IP)
-			}
-		}
-	case pod.Status.PodIP != "":
-		w.Addresses = []string{pod.Status.PodIP}
-	}
-	return w
 }

@@ -184,7 +184,7 @@ func TestLocality(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			if got := kube.Locality(tt.pod, tt.node, tt.sliceZone); got != tt.want {
+			if got := kube.Locality(kube.NewPodInfo(tt.pod), tt.node, tt.sliceZone); got != tt.want {
 				t.Errorf("Locality = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -360,15 +360,15 @@ func (f *cvFixture) addNode(n *corev1.Node) { f.nodes[n.Name] = n }
 
 func (f *cvFixture) lookup() kube.EndpointLookup {
 	return kube.EndpointLookup{
-		Pod: func(ns, name string) *corev1.Pod { return f.pods[ns+"/"+name] },
-		PodByIP: func(ip string) *corev1.Pod {
+		Pod: func(ns, name string) *kube.PodInfo { return kube.NewPodInfo(f.pods[ns+"/"+name]) },
+		PodByIP: func(ip string) *kube.PodInfo {
 			for _, p := range f.pods {
 				if p.Status.PodIP == ip {
-					return p
+					return kube.NewPodInfo(p)
 				}
 				for _, pip := range p.Status.PodIPs {
 					if pip.IP == ip {
-						return p
+						return kube.NewPodInfo(p)
 					}
 				}
 			}
@@ -952,14 +952,14 @@ func TestConvertWorkload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := kube.ConvertWorkload(tt.pod, tt.node)
+			got := kube.ConvertWorkload(kube.NewPodInfo(tt.pod), tt.node)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
 
-	w := kube.ConvertWorkload(dual, node)
+	w := kube.ConvertWorkload(kube.NewPodInfo(dual), node)
 	dual.Labels["app"] = "changed"
 	if w.Labels["app"] != "a" {
 		t.Error("workload labels alias the Pod's labels")
@@ -995,7 +995,7 @@ func BenchmarkConvertService(b *testing.B) {
 // lookups do not allocate, so the figures are BuildEndpoints' own.
 func BenchmarkBuildEndpoints(b *testing.B) {
 	type podKey struct{ ns, name string }
-	pods := map[podKey]*corev1.Pod{}
+	pods := map[podKey]*kube.PodInfo{}
 	nodes := map[string]*corev1.Node{}
 	for i := range 10 {
 		name := fmt.Sprintf("node-%d", i)
@@ -1009,9 +1009,9 @@ func BenchmarkBuildEndpoints(b *testing.B) {
 			name := fmt.Sprintf("web-%d-%d", s, i)
 			ip := fmt.Sprintf("10.%d.%d.%d", s, i/250, i%250+1)
 			node := fmt.Sprintf("node-%d", i%10)
-			pods[podKey{"ns", name}] = cvPod("ns", name, ip, node, map[string]string{
+			pods[podKey{"ns", name}] = kube.NewPodInfo(cvPod("ns", name, ip, node, map[string]string{
 				"app": "web", "version": "v1", "pod-template-hash": "abc123",
-			})
+			}))
 			eps = append(eps, discoveryv1.Endpoint{
 				Addresses:  []string{ip},
 				TargetRef:  cvPodRef(name),
@@ -1023,7 +1023,7 @@ func BenchmarkBuildEndpoints(b *testing.B) {
 	}
 	svc := cvService(model.Port{Name: "http", Port: 80}, model.Port{Name: "grpc", Port: 90})
 	lookup := kube.EndpointLookup{
-		Pod:  func(ns, name string) *corev1.Pod { return pods[podKey{ns, name}] },
+		Pod:  func(ns, name string) *kube.PodInfo { return pods[podKey{ns, name}] },
 		Node: func(name string) *corev1.Node { return nodes[name] },
 	}
 	b.ReportAllocs()

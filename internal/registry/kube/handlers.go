@@ -2,6 +2,7 @@ package kube
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,8 +67,9 @@ func (c *Controller) addHandlers() error {
 }
 
 // unchanged reports whether an update cannot change the model: the same
-// resourceVersion, or a Node whose labels (all we read of it) are the same.
-// Node heartbeats would otherwise rebuild every service on the node.
+// resourceVersion, or a Node or Pod whose stripped form (all we read of
+// it) is the same. Node heartbeats and Pod status churn would otherwise
+// rebuild services for nothing.
 func unchanged(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(metav1.Object)
 	n, ok2 := newObj.(metav1.Object)
@@ -77,8 +79,17 @@ func unchanged(oldObj, newObj any) bool {
 	if o.GetResourceVersion() == n.GetResourceVersion() {
 		return true
 	}
-	if on, ok := oldObj.(*corev1.Node); ok {
-		return maps.Equal(on.Labels, newObj.(*corev1.Node).Labels)
+	switch o := oldObj.(type) {
+	case *corev1.Node:
+		return maps.Equal(o.Labels, newObj.(*corev1.Node).Labels)
+	case *PodInfo:
+		// Status updates (restarts, probes, condition times) change the
+		// resourceVersion but none of what a PodInfo keeps.
+		n := newObj.(*PodInfo)
+		return o.Name == n.Name && o.Namespace == n.Namespace && o.UID == n.UID &&
+			maps.Equal(o.Labels, n.Labels) && o.NodeName == n.NodeName &&
+			o.ServiceAccount == n.ServiceAccount && slices.Equal(o.IPs, n.IPs) &&
+			o.Phase == n.Phase && o.Ready == n.Ready
 	}
 	return false
 }
@@ -121,7 +132,7 @@ func (c *Controller) enqueueSlice(obj any) {
 // the pod gives their endpoints labels, locality and service account, and
 // it may arrive after the slice that names it.
 func (c *Controller) enqueuePod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := obj.(*PodInfo)
 	if !ok {
 		return
 	}
@@ -129,7 +140,7 @@ func (c *Controller) enqueuePod(obj any) {
 	if scope == nil {
 		return
 	}
-	for _, ip := range podIPs(pod) {
+	for _, ip := range pod.IPs {
 		c.enqueueSlicesByRef(scope, "ip:"+ip)
 	}
 }
@@ -145,7 +156,7 @@ func (c *Controller) enqueueNode(obj any) {
 		c.enqueueSlicesByRef(scope, "node:"+node.Name)
 		pods, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, "node:"+node.Name)
 		for _, p := range pods {
-			for _, ip := range podIPs(p.(*corev1.Pod)) {
+			for _, ip := range p.(*PodInfo).IPs {
 				c.enqueueSlicesByRef(scope, "ip:"+ip)
 			}
 		}
@@ -206,17 +217,6 @@ func (c *Controller) addNamespaceHandler() error {
 	return nil
 }
 
-func podIPs(p *corev1.Pod) []string {
-	var ips []string
-	for _, ip := range p.Status.PodIPs {
-		ips = append(ips, ip.IP)
-	}
-	if len(ips) == 0 && p.Status.PodIP != "" {
-		ips = append(ips, p.Status.PodIP)
-	}
-	return ips
-}
-
 func sliceServiceIndex(obj any) ([]string, error) {
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -254,13 +254,13 @@ func sliceRefIndex(obj any) ([]string, error) {
 }
 
 func podRefIndex(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := obj.(*PodInfo)
 	if !ok {
 		return nil, nil
 	}
-	refs := podIPs(pod)
-	if pod.Spec.NodeName != "" {
-		refs = append(refs, "node:"+pod.Spec.NodeName)
+	refs := slices.Clone(pod.IPs)
+	if pod.NodeName != "" {
+		refs = append(refs, "node:"+pod.NodeName)
 	}
 	return refs, nil
 }

@@ -16,47 +16,18 @@ import (
 // (cache.DeletedFinalStateUnknown) carry an object that was transformed
 // when it entered the cache.
 
-// StripPod replaces a *corev1.Pod with a new Pod that keeps only name,
-// namespace, uid, labels, resourceVersion, ownerReferences,
-// spec.nodeName, spec.serviceAccountName, status.podIP, status.podIPs,
-// status.phase and the type and status of the Ready condition.
-//
-// A new object is built, rather than the old one trimmed, so that nothing
-// keeps the decoded original (containers, volumes, env, managed fields)
-// reachable.
+// StripPod replaces a *corev1.Pod with a *PodInfo: name, namespace, uid,
+// labels, resourceVersion, ownerReferences, spec.nodeName,
+// spec.serviceAccountName, the Pod's IPs, its phase and whether it is
+// Ready. A new object is built, rather than the old one trimmed, so that
+// nothing keeps the decoded original (containers, volumes, env, managed
+// fields) reachable.
 func StripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod == nil {
 		return obj, nil
 	}
-	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            pod.Name,
-			Namespace:       pod.Namespace,
-			UID:             pod.UID,
-			Labels:          pod.Labels,
-			ResourceVersion: pod.ResourceVersion,
-			OwnerReferences: pod.OwnerReferences,
-		},
-		Spec: corev1.PodSpec{
-			NodeName:           pod.Spec.NodeName,
-			ServiceAccountName: pod.Spec.ServiceAccountName,
-		},
-		Status: corev1.PodStatus{
-			Phase:  pod.Status.Phase,
-			PodIP:  pod.Status.PodIP,
-			PodIPs: pod.Status.PodIPs,
-		},
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			// Reason, message and timestamps change without changing
-			// readiness; keeping them would only cost memory.
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-			break
-		}
-	}
-	return out, nil
+	return NewPodInfo(pod), nil
 }
 
 // StripNode replaces a *corev1.Node with a new Node that keeps only name,

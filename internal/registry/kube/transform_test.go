@@ -68,31 +68,26 @@ func stFullPod() *corev1.Pod {
 func TestStripPod(t *testing.T) {
 	in := stFullPod()
 	orig := in.DeepCopy()
-	want := &corev1.Pod{
+	want := &kube.PodInfo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
 			Labels:          map[string]string{"app": "web"},
 			OwnerReferences: orig.OwnerReferences,
 		},
-		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "web-sa"},
-		Status: corev1.PodStatus{
-			Phase:      corev1.PodRunning,
-			PodIP:      "10.0.0.1",
-			PodIPs:     []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}},
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		},
+		NodeName:       "node-a",
+		ServiceAccount: "web-sa",
+		Phase:          corev1.PodRunning,
+		IPs:            []string{"10.0.0.1", "fd00::1"},
+		Ready:          true,
 	}
 
 	out, err := kube.StripPod(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := out.(*corev1.Pod)
+	got, ok := out.(*kube.PodInfo)
 	if !ok {
 		t.Fatalf("StripPod returned %T", out)
-	}
-	if got == in {
-		t.Error("StripPod returned the original object; it must build a new one")
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("StripPod =\n%+v\nwant\n%+v", got, want)
@@ -114,8 +109,30 @@ func TestStripPodWithoutReadyCondition(t *testing.T) {
 	in := stFullPod()
 	in.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
 	out, _ := kube.StripPod(in)
-	if c := out.(*corev1.Pod).Status.Conditions; c != nil {
-		t.Errorf("conditions = %+v, want none", c)
+	if out.(*kube.PodInfo).Ready {
+		t.Error("a Pod without a Ready condition is Ready")
+	}
+	in.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	in.Status.PodIPs = nil
+	out, _ = kube.StripPod(in)
+	if p := out.(*kube.PodInfo); p.Ready || len(p.IPs) != 1 || p.IPs[0] != "10.0.0.1" {
+		t.Errorf("not ready, podIP only: %+v", p)
+	}
+}
+
+func TestPodInfoDeepCopy(t *testing.T) {
+	p := kube.NewPodInfo(stFullPod())
+	c := p.DeepCopyObject().(*kube.PodInfo)
+	if !reflect.DeepEqual(p, c) {
+		t.Fatalf("copy differs:\n%+v\n%+v", c, p)
+	}
+	c.Labels["app"] = "changed"
+	c.IPs[0] = "10.9.9.9"
+	if p.Labels["app"] != "web" || p.IPs[0] != "10.0.0.1" {
+		t.Error("the copy shares labels or IPs with the original")
+	}
+	if kube.NewPodInfo(nil) != nil {
+		t.Error("NewPodInfo(nil) is not nil")
 	}
 }
 
