@@ -23,11 +23,15 @@ type Options struct {
 	// stream of events is still pushed this often. Zero means
 	// DefaultDebounceMax.
 	DebounceMax time.Duration
-	// LeadingEdge pushes an isolated change at once: an event that arrives
-	// after a quiet spell of at least DebounceAfter, with nothing pending,
-	// is pushed without waiting. Events that follow within the quiet period
-	// are merged as usual. Off, every push waits for a quiet period (as
-	// Istio does).
+	// LeadingEdge pushes at most once per DebounceAfter, at once when it
+	// can: an event that arrives at least DebounceAfter after the previous
+	// push, with nothing pending, is pushed without waiting; later events
+	// are merged and pushed together DebounceAfter after that push. A
+	// burst is thus merged into one push per DebounceAfter, and under a
+	// steady stream of changes no change waits longer than DebounceAfter
+	// (a quiet period would never come, and every change would wait for
+	// DebounceMax). Off, every push waits for a quiet period of
+	// DebounceAfter, at most DebounceMax (as Istio does).
 	LeadingEdge bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -56,15 +60,15 @@ type state struct {
 	pending   Request
 	first     time.Time // first pending event
 	last      time.Time // latest pending event
-	lastEvent time.Time // latest event seen, pushed or not
+	lastPush  time.Time // latest push (leading edge only)
 }
 
 // event records ev at now. It returns a request to push at once (leading
 // edge) or nil.
 func (s *state) event(now time.Time, ev model.Event) *Request {
-	quiet := s.lastEvent.IsZero() || now.Sub(s.lastEvent) >= s.opts.DebounceAfter
-	s.lastEvent = now
-	if s.opts.LeadingEdge && quiet && s.pending.Events == 0 {
+	if s.opts.LeadingEdge && s.pending.Events == 0 &&
+		(s.lastPush.IsZero() || now.Sub(s.lastPush) >= s.opts.DebounceAfter) {
+		s.lastPush = now
 		var r Request
 		r.Add(ev, now)
 		return &r
@@ -82,6 +86,9 @@ func (s *state) deadline() time.Time {
 	if s.pending.Events == 0 {
 		return time.Time{}
 	}
+	if s.opts.LeadingEdge {
+		return s.lastPush.Add(s.opts.DebounceAfter)
+	}
 	quiet := s.last.Add(s.opts.DebounceAfter)
 	max := s.first.Add(s.opts.DebounceMax)
 	if max.Before(quiet) {
@@ -98,6 +105,9 @@ func (s *state) tick(now time.Time) *Request {
 	}
 	r := s.pending
 	s.pending = Request{}
+	if s.opts.LeadingEdge {
+		s.lastPush = now
+	}
 	return &r
 }
 

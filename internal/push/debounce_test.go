@@ -135,29 +135,34 @@ func TestDebounceState(t *testing.T) {
 			leading: true,
 			steps: []step{
 				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
-				{at: 10 * ms, ev: ev(epEv("b")), nextD: 110 * ms},
-				{at: 20 * ms, ev: ev(delEv("c")), nextD: 120 * ms},
-				{at: 60 * ms, tick: true, nextD: 120 * ms},
-				{at: 120 * ms, tick: true, want: []string{"b", "c"}, nextD: -1},
-				// quiet since the last event (20ms) for >= 100ms: leading again
-				{at: 130 * ms, ev: ev(epEv("d")), want: []string{"d"}, nextD: -1},
-				// within the quiet period of d: merged
-				{at: 200 * ms, ev: ev(epEv("e")), nextD: 300 * ms},
-				{at: 300 * ms, tick: true, want: []string{"e"}, nextD: -1},
+				{at: 10 * ms, ev: ev(epEv("b")), nextD: 100 * ms},
+				{at: 20 * ms, ev: ev(delEv("c")), nextD: 100 * ms},
+				{at: 60 * ms, tick: true, nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"b", "c"}, nextD: -1},
+				// within DebounceAfter of the last push: merged
+				{at: 130 * ms, ev: ev(epEv("d")), nextD: 200 * ms},
+				{at: 150 * ms, ev: ev(epEv("e")), nextD: 200 * ms},
+				{at: 200 * ms, tick: true, want: []string{"d", "e"}, nextD: -1},
+				// DebounceAfter after the last push: at once again
+				{at: 320 * ms, ev: ev(epEv("f")), want: []string{"f"}, nextD: -1},
 			},
 		},
 		{
-			name:    "leading: a steady stream is still bounded by DebounceMax",
+			name:    "leading: a steady stream is pushed once per DebounceAfter",
 			leading: true,
 			steps: []step{
 				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
-				{at: 90 * ms, ev: ev(epEv("b")), nextD: 190 * ms},
-				{at: 180 * ms, ev: ev(epEv("c")), nextD: 280 * ms},
-				{at: 270 * ms, ev: ev(epEv("d")), nextD: 370 * ms},
-				{at: 360 * ms, ev: ev(epEv("e")), nextD: 390 * ms},
-				{at: 390 * ms, tick: true, want: []string{"b", "c", "d", "e"}, nextD: -1},
-				// still not quiet (e was 30ms ago): this one waits
-				{at: 400 * ms, ev: ev(epEv("f")), nextD: 500 * ms},
+				{at: 50 * ms, ev: ev(epEv("b")), nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"b"}, nextD: -1},
+				{at: 150 * ms, ev: ev(epEv("c")), nextD: 200 * ms},
+				{at: 200 * ms, tick: true, want: []string{"c"}, nextD: -1},
+				{at: 250 * ms, ev: ev(epEv("d")), nextD: 300 * ms},
+				{at: 290 * ms, ev: ev(epEv("e")), nextD: 300 * ms},
+				{at: 300 * ms, tick: true, want: []string{"d", "e"}, nextD: -1},
+				// a change waits at most DebounceAfter, never DebounceMax
+				{at: 350 * ms, ev: ev(epEv("f")), nextD: 400 * ms},
+				{at: 400 * ms, tick: true, want: []string{"f"}, nextD: -1},
+				{at: 500 * ms, ev: ev(epEv("g")), want: []string{"g"}, nextD: -1},
 			},
 		},
 	}
