@@ -56,11 +56,11 @@ func (o Options) withDefaults() Options {
 // state is the debounce logic, free of goroutines and timers: it is fed
 // events and clock ticks with their times and says when to push.
 type state struct {
-	opts      Options
-	pending   Request
-	first     time.Time // first pending event
-	last      time.Time // latest pending event
-	lastPush  time.Time // latest push (leading edge only)
+	opts     Options
+	pending  Request
+	first    time.Time // first pending event
+	last     time.Time // latest pending event
+	lastPush time.Time // latest push (leading edge only)
 }
 
 // event records ev at now. It returns a request to push at once (leading
