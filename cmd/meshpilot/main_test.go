@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 var env *testenv.Env
@@ -73,27 +74,10 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *testutil.Buffer
 	done   chan struct{}
 	err    error
 	seen   []string
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // cleanEnv is the environment without anything that points to a cluster.
@@ -119,7 +103,7 @@ func start(t *testing.T, environ []string, args ...string) *proc {
 	// finish, so no output is lost when the process ends.
 	stdout, pw := io.Pipe()
 	cmd.Stdout = pw
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1000), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, lines: make(chan string, 1000), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // readManifests decodes every document of deploy/*.yaml.
@@ -149,11 +150,11 @@ func TestDeployManifests(t *testing.T) {
 	createService(t, ns, "rbac", 7070)
 	writeSlice(t, ns, "rbac", bs)
 
-	bin := buildMeshpilot(t)
-	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	bin := testutil.BuildMeshpilot(t)
+	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	out := startProcess(t, bin, "serve", "--kubeconfig", kcPath, "--discovery-selectors", "mesh=on",
 		"--xds-addr", xdsAddr, "--http-addr", httpAddr)
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
 	cc := grpctest.Channel(t, xdsAddr, "xds:///rbac:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
 	if strings.Contains(strings.ToLower(out.String()), "forbidden") {

@@ -27,6 +27,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 var env *testenv.Env
@@ -57,28 +58,8 @@ func startMeshpilot(t *testing.T, ns string) *server.Server {
 			t.Errorf("meshpilot: %v", err)
 		}
 	})
-	awaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
 	return srv
-}
-
-func awaitHTTP(t *testing.T, url string, code int) {
-	t.Helper()
-	deadline := time.Now().Add(grpctest.Wait)
-	var last string
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == code {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered %d: last %s", url, code, last)
 }
 
 func ctx(t *testing.T) context.Context {
@@ -195,18 +176,18 @@ func TestServeCommand(t *testing.T) {
 	createService(t, ns, "cmd", 7070)
 	writeSlice(t, ns, "cmd", bs)
 
-	bin := buildMeshpilot(t)
-	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	bin := testutil.BuildMeshpilot(t)
+	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	startProcess(t, bin, "serve", "--kubeconfig", env.Kubeconfig, "--namespaces", ns,
 		"--xds-addr", xdsAddr, "--http-addr", httpAddr)
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
-	awaitHTTP(t, "http://"+httpAddr+"/healthz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/healthz", http.StatusOK)
 	cc := grpctest.Channel(t, xdsAddr, "xds:///cmd:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
 }
 
 func TestServeCommandErrors(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -37,6 +37,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
@@ -79,7 +80,7 @@ func startObserved(t *testing.T, ns string, o server.Options) *running {
 			t.Errorf("meshpilot did not stop")
 		}
 	})
-	awaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
 	return r
 }
 
@@ -516,7 +517,7 @@ func TestMetricsAndDebugPages(t *testing.T) {
 	})
 
 	t.Run("meshpilot status", func(t *testing.T) {
-		bin := buildMeshpilot(t)
+		bin := testutil.BuildMeshpilot(t)
 		out, code := runProcess(t, bin, nil, "status", "--server", "http://"+debugAddr)
 		if code != 0 {
 			t.Fatalf("status exited %d:\n%s", code, out)
@@ -619,7 +620,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 
 	began := time.Now()
 	srv.stop()
-	awaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusServiceUnavailable)
+	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusServiceUnavailable)
 
 	late := openRawADS(t, srv.XDSAddr(), "late-envoy")
 	late.send(xds.EndpointType, []string{cluster}, "", "", "")
@@ -687,12 +688,12 @@ func TestMaxConnectionAge(t *testing.T) {
 func TestServeDrainsOnSIGTERM(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	createService(t, ns, "sig", 7070)
-	bin := buildMeshpilot(t)
-	xdsAddr, httpAddr, debugAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	bin := testutil.BuildMeshpilot(t)
+	xdsAddr, httpAddr, debugAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	const drain = 3 * time.Second
 	cmd := exec.Command(bin, "serve", "--kubeconfig", env.Kubeconfig, "--namespaces", ns,
 		"--xds-addr", xdsAddr, "--http-addr", httpAddr, "--debug-addr", debugAddr, "--drain-duration", drain.String())
-	out := &output{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -705,9 +706,9 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 			t.Logf("output:\n%s", out.String())
 		}
 	})
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
-	awaitHTTP(t, "http://"+httpAddr+"/metrics", http.StatusOK)
-	awaitHTTP(t, "http://"+debugAddr+"/debug/syncz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/metrics", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+debugAddr+"/debug/syncz", http.StatusOK)
 
 	raw := openRawADS(t, xdsAddr, "sigterm-envoy")
 	raw.send(xds.ClusterType, []string{"outbound|7070||sig." + ns + ".svc.cluster.local"}, "", "", "")
@@ -717,7 +718,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusServiceUnavailable)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusServiceUnavailable)
 	if err := raw.awaitEnd(drain + grpctest.Wait); err == nil {
 		t.Fatal("the stream ended without an error")
 	}

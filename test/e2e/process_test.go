@@ -2,79 +2,22 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// buildMeshpilot builds the meshpilot binary once per test binary.
-func buildMeshpilot(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "meshpilot-e2e-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "meshpilot")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshpilot/meshpilot/cmd/meshpilot").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building meshpilot: %v", buildErr)
-	}
-	return binPath
-}
-
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// output collects a process's output; safe to read while it runs.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
 
 // startProcess runs bin until the test ends, then stops it with SIGTERM
 // and expects a clean exit. It returns the process's output so far.
-func startProcess(t *testing.T, bin string, args ...string) *output {
+func startProcess(t *testing.T, bin string, args ...string) *testutil.Buffer {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	out := &output{}
+	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -36,34 +35,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/examples"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// buildMeshpilot builds the meshpilot binary once per test binary.
-func buildMeshpilot(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "meshpilot-quickstart-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "meshpilot")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshpilot/meshpilot/cmd/meshpilot").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("building meshpilot: %v", buildErr)
-	}
-	return binPath
-}
 
 // output collects a process's output line by line.
 type output struct {
@@ -169,16 +142,6 @@ func (p *process) wait(t *testing.T, within time.Duration) error {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // freeDemoPort finds a port free on the demo's three backend addresses.
 func freeDemoPort(t *testing.T) int {
 	t.Helper()
@@ -221,7 +184,7 @@ func counts(line string) map[string]int {
 // and reads from its report that traffic left the endpoint marked not
 // ready; Ctrl-C ends it cleanly.
 func TestDemo(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	dir := filepath.Join(t.TempDir(), "mesh")
 	p := start(t, bin, "demo", "--dir", dir, "--backend-port", strconv.Itoa(freeDemoPort(t)),
 		"--interval", "250ms", "--duration", "2m")
@@ -262,7 +225,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestDemoDurationEndsIt(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(freeDemoPort(t)), "--duration", "3s", "--interval", "500ms")
 	if err := p.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
@@ -272,7 +235,7 @@ func TestDemoDurationEndsIt(t *testing.T) {
 }
 
 func TestDemoPortTaken(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	port := freeDemoPort(t)
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.12:%d", port))
 	if err != nil {
@@ -287,26 +250,6 @@ func TestDemoPortTaken(t *testing.T) {
 		return strings.HasPrefix(l, "meshpilot: cannot start the demo backend on 127.0.0.12:"+strconv.Itoa(port)) &&
 			strings.Contains(l, "--backend-port")
 	})
-}
-
-func awaitHTTP(t *testing.T, url string, code int) {
-	t.Helper()
-	deadline := time.Now().Add(grpctest.Wait)
-	var last string
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == code {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never answered %d: last %s", url, code, last)
 }
 
 // writeMesh writes a namespace "files" with a service echo (port 7070)
@@ -372,13 +315,13 @@ func channelFrom(t *testing.T, bootstrapJSON []byte, target string) *grpc.Client
 // --from" and reaches its backends through a grpc-go channel built from
 // what "meshpilot bootstrap" prints.
 func TestServeFromAFolderWithBootstrap(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	bs := grpctest.StartBackends(t, "127.0.0.41", "127.0.0.42")
 	dir := t.TempDir()
 	writeMesh(t, dir, bs)
-	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	start(t, bin, "serve", "--from", dir, "--xds-addr", xdsAddr, "--http-addr", httpAddr)
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
 
 	out := runBootstrap(t, bin, "--xds-server", xdsAddr, "--namespace", "files", "--pod", "client-1", "--ip", "127.0.0.1")
 	var doc struct {
@@ -404,15 +347,15 @@ func TestServeFromAFolderWithBootstrap(t *testing.T) {
 // TestBootstrapWithMutualTLS: the printed bootstrap's tls channel
 // credentials reach a meshpilot that requires client certificates.
 func TestBootstrapWithMutualTLS(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	bs := grpctest.StartBackends(t, "127.0.0.43")
 	dir := t.TempDir()
 	writeMesh(t, dir, bs)
 	pki := newPKI(t)
-	xdsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	start(t, bin, "serve", "--from", dir, "--xds-addr", xdsAddr, "--http-addr", httpAddr,
 		"--xds-cert", pki.serverCert, "--xds-key", pki.serverKey, "--xds-client-ca", pki.ca)
-	awaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
 
 	out := runBootstrap(t, bin, "--xds-server", xdsAddr, "--namespace", "files",
 		"--ca-cert", pki.ca, "--cert", pki.clientCert, "--key", pki.clientKey)
@@ -479,7 +422,7 @@ func newPKI(t *testing.T) pki {
 }
 
 func TestServeFromErrors(t *testing.T) {
-	bin := buildMeshpilot(t)
+	bin := testutil.BuildMeshpilot(t)
 	missing := filepath.Join(t.TempDir(), "missing")
 	for _, tc := range []struct {
 		name string
@@ -490,7 +433,7 @@ func TestServeFromErrors(t *testing.T) {
 		{"cluster flags with --from", []string{"serve", "--from", t.TempDir(), "--namespaces", "a"}, "--namespaces applies to a cluster"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := start(t, bin, append(tc.args, "--xds-addr", freeAddr(t), "--http-addr", freeAddr(t))...)
+			p := start(t, bin, append(tc.args, "--xds-addr", testutil.FreeAddr(t), "--http-addr", testutil.FreeAddr(t))...)
 			if err := p.wait(t, 30*time.Second); err == nil {
 				t.Fatal("serve did not fail")
 			}

@@ -1,14 +1,12 @@
 package file_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,8 @@ import (
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/server"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // manifests describes a service whose endpoints are the backends;
 // notReady ones are marked not ready.
@@ -85,7 +67,7 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 	echo := filepath.Join(dir, "echo.yaml")
 	writeFile(t, echo, manifests("echo", 7070, bs))
 
-	logs := &logBuffer{}
+	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	reg, err := file.New(file.Options{Dir: dir, Logger: log})
 	if err != nil {

@@ -8,47 +8,29 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshpilot/meshpilot/examples"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // wait bounds every wait of these tests.
 const wait = 20 * time.Second
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type harness struct {
 	t      *testing.T
 	dir    string
 	reg    *Registry
-	logs   *syncBuffer
+	logs   *testutil.Buffer
 	events chan model.Event
 }
 
 // start runs a registry on dir until the test ends.
 func start(t *testing.T, dir string, opts Options) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: dir, logs: &syncBuffer{}, events: make(chan model.Event, 1000)}
+	h := &harness{t: t, dir: dir, logs: &testutil.Buffer{}, events: make(chan model.Event, 1000)}
 	opts.Dir = dir
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg, err := New(opts)

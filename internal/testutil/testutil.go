@@ -1,0 +1,100 @@
+// Package testutil holds small helpers that several of meshpilot's test
+// packages share: the meshpilot binary built once per test process, a
+// buffer that is safe to read while a process or logger writes to it, free
+// loopback addresses and waiting on an HTTP status.
+package testutil
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Wait bounds AwaitHTTP.
+var Wait = 30 * time.Second
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// BuildMeshpilot builds cmd/meshpilot once per test process and returns the
+// binary's path. A failed build fails the test.
+func BuildMeshpilot(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "meshpilot-test-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "meshpilot")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshpilot/meshpilot/cmd/meshpilot").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building meshpilot: %v", buildErr)
+	}
+	return binPath
+}
+
+// Buffer collects output; it may be read while it is written.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// FreeAddr returns a loopback address whose port is free right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// AwaitHTTP polls url with GET until it answers code, or fails the test
+// after Wait.
+func AwaitHTTP(t testing.TB, url string, code int) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == code {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond) // between polls
+	}
+	t.Fatalf("%s never answered %d: last %s", url, code, last)
+}
