@@ -91,8 +91,18 @@ func Assets() (string, error) {
 	return dir, nil
 }
 
+// Options change how the API server runs.
+type Options struct {
+	// APIServerFlags are extra kube-apiserver flags, without the leading
+	// dashes, e.g. {"watch-cache": "false"}.
+	APIServerFlags map[string]string
+}
+
 // Start builds the binaries if needed and starts etcd and kube-apiserver.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(opts Options) (*Env, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
@@ -117,6 +127,9 @@ func Start() (*Env, error) {
 	api := e.ControlPlane.GetAPIServer()
 	api.CertDir = certDir
 	api.Configure().Set("service-cluster-ip-range", ServiceCIDR)
+	for k, v := range opts.APIServerFlags {
+		api.Configure().Set(k, v)
+	}
 
 	cfg, err := e.Start()
 	if err != nil {
