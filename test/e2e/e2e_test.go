@@ -222,3 +222,42 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `, "https://127.0.0.1:1"))
 }
+
+// TestAPIServerRestartKeepsServing stops the API server under a running
+// meshpilot: clients keep the endpoints they have and RPCs keep flowing;
+// once it is back, changes are pushed again.
+func TestAPIServerRestartKeepsServing(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.26", "127.0.0.27")
+	createService(t, ns, "steady", 7070)
+	writeSlice(t, ns, "steady", bs)
+	srv := startMeshpilot(t, ns)
+	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///steady:7070",
+		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	grpctest.AwaitSpread(t, cc, bs...)
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = env.StartAPIServer()
+		}
+	})
+	// Without the API server the model stays as it was and is still served,
+	// to this client and to a new one.
+	grpctest.AwaitSpread(t, cc, bs...)
+	grpctest.AwaitSpread(t, grpctest.Channel(t, srv.XDSAddr(), "xds:///steady:7070",
+		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback}), bs...)
+
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	writeSlice(t, ns, "steady", bs, bs[0])
+	grpctest.AwaitSpread(t, cc, bs[1])
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("clients sent %d NACKs", n)
+	}
+}
