@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/examples"
+	"github.com/meshpilot/meshpilot/internal/grpctest"
 )
 
 // lines collects the demo's output and hands it out line by line.
@@ -85,33 +86,6 @@ func counts(line string) map[string]int {
 	return out
 }
 
-// freeBackendPort finds a port free on the demo's three addresses.
-func freeBackendPort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.11:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for _, ip := range []string{"127.0.0.12", "127.0.0.13"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no port free on 127.0.0.11-13")
-	return 0
-}
-
 // markNotReady sets "ready: false" on the endpoint with address ip, as a
 // user would in an editor.
 func markNotReady(t *testing.T, path, ip string) {
@@ -133,7 +107,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func TestTrafficFollowsAnEdit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mesh")
-	port := freeBackendPort(t)
+	port := grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")
 	out := newLines()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -174,7 +148,7 @@ func TestTrafficFollowsAnEdit(t *testing.T) {
 func TestDurationEndsTheDemo(t *testing.T) {
 	out := newLines()
 	start := time.Now()
-	err := Run(context.Background(), Options{BackendPort: freeBackendPort(t), Duration: 1500 * time.Millisecond,
+	err := Run(context.Background(), Options{BackendPort: grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13"), Duration: 1500 * time.Millisecond,
 		Interval: 200 * time.Millisecond, Out: out, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +173,7 @@ func TestDurationEndsTheDemo(t *testing.T) {
 }
 
 func TestClearErrors(t *testing.T) {
-	port := freeBackendPort(t)
+	port := grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")
 	taken, err := net.Listen("tcp", fmt.Sprintf("127.0.0.13:%d", port))
 	if err != nil {
 		t.Fatal(err)

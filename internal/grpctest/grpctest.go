@@ -54,25 +54,39 @@ func StartBackend(t testing.TB, ip string, port int) Backend {
 // that one EndpointSlice port serves them all.
 func StartBackends(t testing.TB, ips ...string) []Backend {
 	t.Helper()
-	for attempt := 0; attempt < 20; attempt++ {
-		first := StartBackend(t, ips[0], 0)
-		out := []Backend{first}
-		ok := true
+	port := FreePort(t, ips...)
+	out := make([]Backend, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, StartBackend(t, ip, port))
+	}
+	return out
+}
+
+// FreePort finds a port that is free right now on every one of ips.
+func FreePort(t testing.TB, ips ...string) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		free := true
 		for _, ip := range ips[1:] {
-			lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(first.Port)))
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
 			if err != nil {
-				ok = false
+				free = false
 				break
 			}
-			lis.Close()
-			out = append(out, StartBackend(t, ip, int(first.Port)))
+			l.Close()
 		}
-		if ok {
-			return out
+		if free {
+			return port
 		}
 	}
 	t.Fatalf("no port free on all of %v", ips)
-	return nil
+	return 0
 }
 
 // ChannelOptions shape an xDS channel.

@@ -142,33 +142,6 @@ func (p *process) wait(t *testing.T, within time.Duration) error {
 	}
 }
 
-// freeDemoPort finds a port free on the demo's three backend addresses.
-func freeDemoPort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.11:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for _, ip := range []string{"127.0.0.12", "127.0.0.13"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no port free on 127.0.0.11-13")
-	return 0
-}
-
 var countRE = regexp.MustCompile(`(127\.0\.0\.\d+): (\d+)`)
 
 func counts(line string) map[string]int {
@@ -186,7 +159,7 @@ func counts(line string) map[string]int {
 func TestDemo(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
 	dir := filepath.Join(t.TempDir(), "mesh")
-	p := start(t, bin, "demo", "--dir", dir, "--backend-port", strconv.Itoa(freeDemoPort(t)),
+	p := start(t, bin, "demo", "--dir", dir, "--backend-port", strconv.Itoa(grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")),
 		"--interval", "250ms", "--duration", "2m")
 
 	file := filepath.Join(dir, examples.EndpointsFile)
@@ -226,7 +199,7 @@ func TestDemo(t *testing.T) {
 
 func TestDemoDurationEndsIt(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
-	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(freeDemoPort(t)), "--duration", "3s", "--interval", "500ms")
+	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")), "--duration", "3s", "--interval", "500ms")
 	if err := p.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
@@ -236,7 +209,7 @@ func TestDemoDurationEndsIt(t *testing.T) {
 
 func TestDemoPortTaken(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
-	port := freeDemoPort(t)
+	port := grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.12:%d", port))
 	if err != nil {
 		t.Fatal(err)
