@@ -1,12 +1,15 @@
 // Package testutil holds small helpers that several of meshpilot's test
-// packages share: the meshpilot binary built once per test process, a
-// buffer that is safe to read while a process or logger writes to it, free
-// loopback addresses and waiting on an HTTP status.
+// packages share: the meshpilot binary built once per test process,
+// meshpilot run in-process, a buffer that is safe to read while a process
+// or logger writes to it, free loopback addresses and waiting on an HTTP
+// status.
 package testutil
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/server"
 )
 
 // Wait bounds AwaitHTTP.
@@ -97,4 +103,28 @@ func AwaitHTTP(t testing.TB, url string, code int) {
 		time.Sleep(20 * time.Millisecond) // between polls
 	}
 	t.Fatalf("%s never answered %d: last %s", url, code, last)
+}
+
+// RunServer runs meshpilot in-process on loopback over reg (leading-edge
+// debounce), waits until it is ready and stops it when the test ends.
+func RunServer(t testing.TB, reg server.Registry, log *slog.Logger) *server.Server {
+	t.Helper()
+	srv, err := server.New(server.Options{
+		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Debounce: push.Options{LeadingEdge: true}, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("meshpilot: %v", err)
+		}
+	})
+	AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
+	return srv
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
-	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -42,24 +41,7 @@ func startMeshpilot(t *testing.T, ns string) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{
-		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Debounce: push.Options{LeadingEdge: true}, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("meshpilot: %v", err)
-		}
-	})
-	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusOK)
-	return srv
+	return testutil.RunServer(t, reg, log)
 }
 
 func ctx(t *testing.T) context.Context {

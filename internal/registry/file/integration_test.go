@@ -1,7 +1,6 @@
 package file_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,9 +10,7 @@ import (
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
-	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
-	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
@@ -73,25 +70,12 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{
-		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-		Debounce: push.Options{LeadingEdge: true}, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("meshpilot: %v", err)
-		}
 		if t.Failed() {
 			t.Logf("meshpilot log:\n%s", logs.String())
 		}
 	})
+	srv := testutil.RunServer(t, reg, log)
 
 	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///echo.files.svc.cluster.local:7070", grpctest.ChannelOptions{Namespace: "files"})
 	t.Run("RPCs spread over the folder's endpoints", func(t *testing.T) {
