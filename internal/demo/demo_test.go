@@ -9,9 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,71 +18,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/examples"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
-
-// lines collects the demo's output and hands it out line by line.
-type lines struct {
-	mu      sync.Mutex
-	partial string
-	all     []string
-	added   chan struct{}
-}
-
-func newLines() *lines { return &lines{added: make(chan struct{}, 1)} }
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	parts := strings.Split(l.partial+string(p), "\n")
-	l.partial = parts[len(parts)-1]
-	l.all = append(l.all, parts[:len(parts)-1]...)
-	select {
-	case l.added <- struct{}{}:
-	default:
-	}
-	return len(p), nil
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.all, "\n")
-}
-
-// await waits for a line, from index from on, that satisfies match, and
-// returns its index.
-func (l *lines) await(t *testing.T, what string, from int, match func(string) bool) int {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		l.mu.Lock()
-		for i := from; i < len(l.all); i++ {
-			if match(l.all[i]) {
-				l.mu.Unlock()
-				return i
-			}
-		}
-		from = max(from, len(l.all))
-		l.mu.Unlock()
-		select {
-		case <-l.added:
-		case <-timeout:
-			t.Fatalf("no line with %s; output:\n%s", what, l.String())
-		}
-	}
-}
-
-var countRE = regexp.MustCompile(`(127\.0\.0\.\d+): (\d+)`)
-
-// counts parses a report line: "15:04:05  127.0.0.11: 34  127.0.0.12: 33 ...".
-func counts(line string) map[string]int {
-	out := map[string]int{}
-	for _, m := range countRE.FindAllStringSubmatch(line, -1) {
-		n, _ := strconv.Atoi(m[2])
-		out[m[1]] = n
-	}
-	return out
-}
 
 // markNotReady sets "ready: false" on the endpoint with address ip, as a
 // user would in an editor.
@@ -108,7 +43,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func TestTrafficFollowsAnEdit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mesh")
 	port := grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")
-	out := newLines()
+	out := testutil.NewLines()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -125,28 +60,28 @@ func TestTrafficFollowsAnEdit(t *testing.T) {
 	}()
 
 	file := filepath.Join(dir, examples.EndpointsFile)
-	out.await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
+	out.Await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
 	backend := func(ip string) string { return fmt.Sprintf("%s:%d", ip, port) }
-	out.await(t, "the backends", 0, func(l string) bool {
+	out.Await(t, "the backends", 0, func(l string) bool {
 		return strings.Contains(l, backend("127.0.0.11")) && strings.Contains(l, backend("127.0.0.13"))
 	})
-	i := out.await(t, "traffic on all three backends", 0, func(l string) bool {
-		c := counts(l)
+	i := out.Await(t, "traffic on all three backends", 0, func(l string) bool {
+		c := testutil.Counts(l)
 		return c["127.0.0.11"] > 0 && c["127.0.0.12"] > 0 && c["127.0.0.13"] > 0
 	})
 
 	markNotReady(t, file, "127.0.0.12")
-	i = out.await(t, "meshpilot's news of the change", i+1, func(l string) bool {
+	i = out.Await(t, "meshpilot's news of the change", i+1, func(l string) bool {
 		return strings.Contains(l, "meshpilot: greeter:") && strings.Contains(l, "127.0.0.12 (eu-west-b) UNHEALTHY")
 	})
-	out.await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
-		c := counts(l)
+	out.Await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
+		c := testutil.Counts(l)
 		return len(c) == 3 && c["127.0.0.12"] == 0 && c["127.0.0.11"] > 0 && c["127.0.0.13"] > 0
 	})
 }
 
 func TestDurationEndsTheDemo(t *testing.T) {
-	out := newLines()
+	out := testutil.NewLines()
 	start := time.Now()
 	err := Run(context.Background(), Options{BackendPort: grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13"), Duration: 1500 * time.Millisecond,
 		Interval: 200 * time.Millisecond, Out: out, Logger: quietLogger()})
@@ -160,7 +95,7 @@ func TestDurationEndsTheDemo(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	// The temporary copy is removed.
-	for _, l := range out.all {
+	for _, l := range strings.Split(out.String(), "\n") {
 		if f, ok := strings.CutPrefix(strings.TrimSpace(l), "manifests  "); ok {
 			dir := strings.Fields(f)[0]
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {

@@ -4,7 +4,6 @@
 package quickstart
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,7 +13,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,7 +22,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,62 +35,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// output collects a process's output line by line.
-type output struct {
-	mu    sync.Mutex
-	lines []string
-	added chan struct{}
-}
-
-func collect(r io.Reader) *output {
-	o := &output{added: make(chan struct{}, 1)}
-	go func() {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			o.mu.Lock()
-			o.lines = append(o.lines, sc.Text())
-			o.mu.Unlock()
-			select {
-			case o.added <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return o
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return strings.Join(o.lines, "\n")
-}
-
-// await waits for a line from index from on that satisfies match.
-func (o *output) await(t *testing.T, what string, from int, match func(string) bool) int {
-	t.Helper()
-	timeout := time.After(grpctest.Wait)
-	for {
-		o.mu.Lock()
-		for i := from; i < len(o.lines); i++ {
-			if match(o.lines[i]) {
-				o.mu.Unlock()
-				return i
-			}
-		}
-		from = max(from, len(o.lines))
-		o.mu.Unlock()
-		select {
-		case <-o.added:
-		case <-timeout:
-			t.Fatalf("no line with %s; output:\n%s", what, o.String())
-		}
-	}
-}
-
 // process is the meshpilot binary running in the background.
 type process struct {
 	cmd    *exec.Cmd
-	out    *output
+	out    *testutil.Lines
 	exited chan error
 }
 
@@ -101,17 +46,13 @@ type process struct {
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	r, w := io.Pipe()
-	cmd.Stdout, cmd.Stderr = w, w
+	out := testutil.NewLines()
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, out: collect(r), exited: make(chan error, 1)}
-	go func() {
-		err := cmd.Wait()
-		w.Close()
-		p.exited <- err
-	}()
+	p := &process{cmd: cmd, out: out, exited: make(chan error, 1)}
+	go func() { p.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -142,17 +83,6 @@ func (p *process) wait(t *testing.T, within time.Duration) error {
 	}
 }
 
-var countRE = regexp.MustCompile(`(127\.0\.0\.\d+): (\d+)`)
-
-func counts(line string) map[string]int {
-	out := map[string]int{}
-	for _, m := range countRE.FindAllStringSubmatch(line, -1) {
-		n, _ := strconv.Atoi(m[2])
-		out[m[1]] = n
-	}
-	return out
-}
-
 // TestDemo runs "meshpilot demo", edits the file it names as a user would
 // and reads from its report that traffic left the endpoint marked not
 // ready; Ctrl-C ends it cleanly.
@@ -163,9 +93,9 @@ func TestDemo(t *testing.T) {
 		"--interval", "250ms", "--duration", "2m")
 
 	file := filepath.Join(dir, examples.EndpointsFile)
-	p.out.await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
-	i := p.out.await(t, "traffic on all three backends", 0, func(l string) bool {
-		c := counts(l)
+	p.out.Await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
+	i := p.out.Await(t, "traffic on all three backends", 0, func(l string) bool {
+		c := testutil.Counts(l)
 		return c["127.0.0.11"] > 0 && c["127.0.0.12"] > 0 && c["127.0.0.13"] > 0
 	})
 
@@ -180,8 +110,8 @@ func TestDemo(t *testing.T) {
 	if err := os.WriteFile(file, re.ReplaceAll(data, []byte("${1}false")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.out.await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
-		c := counts(l)
+	p.out.Await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
+		c := testutil.Counts(l)
 		return len(c) == 3 && c["127.0.0.12"] == 0 && c["127.0.0.11"] > 0 && c["127.0.0.13"] > 0
 	})
 
@@ -191,7 +121,7 @@ func TestDemo(t *testing.T) {
 	if err := p.wait(t, 20*time.Second); err != nil {
 		t.Fatalf("Ctrl-C: %v", err)
 	}
-	p.out.await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+	p.out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("a --dir copy must stay: %v", err)
 	}
@@ -203,8 +133,8 @@ func TestDemoDurationEndsIt(t *testing.T) {
 	if err := p.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	p.out.await(t, "a report line", 0, func(l string) bool { return len(counts(l)) == 3 })
-	p.out.await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+	p.out.Await(t, "a report line", 0, func(l string) bool { return len(testutil.Counts(l)) == 3 })
+	p.out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
 }
 
 func TestDemoPortTaken(t *testing.T) {
@@ -219,7 +149,7 @@ func TestDemoPortTaken(t *testing.T) {
 	if err := p.wait(t, 30*time.Second); err == nil {
 		t.Fatal("the demo ran with its port taken")
 	}
-	p.out.await(t, "a clear error", 0, func(l string) bool {
+	p.out.Await(t, "a clear error", 0, func(l string) bool {
 		return strings.HasPrefix(l, "meshpilot: cannot start the demo backend on 127.0.0.12:"+strconv.Itoa(port)) &&
 			strings.Contains(l, "--backend-port")
 	})
@@ -410,7 +340,7 @@ func TestServeFromErrors(t *testing.T) {
 			if err := p.wait(t, 30*time.Second); err == nil {
 				t.Fatal("serve did not fail")
 			}
-			p.out.await(t, "one clear error", 0, func(l string) bool {
+			p.out.Await(t, "one clear error", 0, func(l string) bool {
 				return strings.HasPrefix(l, "meshpilot: ") && strings.Contains(l, tc.want)
 			})
 		})
