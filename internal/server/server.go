@@ -248,11 +248,13 @@ func (s *Server) onEvent(ev model.Event) {
 	if !s.opts.Registry.HasSynced() {
 		return
 	}
-	if ev.Kind == model.EndpointsChanged {
+	switch ev.Kind {
+	case model.EndpointsChanged:
 		s.log.Debug("endpoints changed", "service", ev.Hostname)
-	} else {
-		s.log.Info("service "+map[model.EventKind]string{model.ServiceChanged: "changed", model.ServiceDeleted: "deleted"}[ev.Kind],
-			"service", ev.Hostname)
+	case model.ServiceDeleted:
+		s.log.Info("service deleted", "service", ev.Hostname)
+	default:
+		s.log.Info("service changed", "service", ev.Hostname)
 	}
 	s.debounce.Handle(ev)
 }

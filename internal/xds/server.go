@@ -674,15 +674,7 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 		}
 		return func() {}, nil
 	}
-	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}
-	w.wildcard = isWildcard(t, w.client, sub)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.evaluate(w, time.Time{})
-	if !w.done {
-		s.index(w)
-	}
-	return s.cancel(w), nil
+	return s.startWatch(&watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}), nil
 }
 
 // CreateDeltaWatch implements go-control-plane's cache.ConfigWatcher for
@@ -692,15 +684,20 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 	if !ok {
 		return func() {}, nil // nothing to send, ever
 	}
-	w := &watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}
-	w.wildcard = isWildcard(t, w.client, sub)
+	return s.startWatch(&watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}), nil
+}
+
+// startWatch answers a new watch at once when the client lacks something,
+// else indexes it to wait for a change; it returns the cancel function.
+func (s *Server) startWatch(w *watch) func() {
+	w.wildcard = isWildcard(w.typ, w.client, w.sub)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.evaluate(w, time.Time{})
 	if !w.done {
 		s.index(w)
 	}
-	return s.cancel(w), nil
+	return s.cancel(w)
 }
 
 // Fetch implements go-control-plane's cache.ConfigFetcher for REST: the
