@@ -437,14 +437,7 @@ func (v *view) add(o *Object) {
 	case *corev1.Pod:
 		info := kube.NewPodInfo(obj)
 		v.pods[obj.Namespace+"/"+obj.Name] = info
-		ips := map[string]bool{}
-		if obj.Status.PodIP != "" {
-			ips[obj.Status.PodIP] = true
-		}
-		for _, ip := range obj.Status.PodIPs {
-			ips[ip.IP] = true
-		}
-		for ip := range ips {
+		for _, ip := range info.IPs {
 			v.podsByIP[ip] = append(v.podsByIP[ip], info)
 		}
 	case *corev1.Node:
