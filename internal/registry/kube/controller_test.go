@@ -555,3 +555,42 @@ func TestAPIServerRestart(t *testing.T) {
 	assertQuiet(t, rec, ns)
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
 }
+
+// TestPodAndNodeDeletes: a deleted Pod takes its labels and service
+// account off the endpoint (the slice still names the address until the
+// endpoints controller updates it); a deleted Node takes its locality off,
+// and the slice's zone is used again.
+func TestPodAndNodeDeletes(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	node := nodeName(t, "n")
+	mustCreateNode(t, node, map[string]string{corev1.LabelTopologyRegion: "r9", corev1.LabelTopologyZone: "z9"})
+	mustCreatePod(t, ns, "p1", "192.0.2.70", node, map[string]string{"app": "del", "tier": "web"})
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("del", ns, "cluster.local")
+	mustCreateService(t, ns, "del", grpcPort)
+	mustCreateSlice(t, slice(ns, "del-1", "del", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.70", pod: "p1", node: node, zone: "slice-zone"}))
+	waitEndpoints(t, c, host, 8080, "192.0.2.70:9090 HEALTHY r9/z9/")
+	if ep := c.Endpoints(host, 8080, model.Labels{"tier": "web"}); len(ep) != 1 || ep[0].ServiceAccount != "sa-p1" {
+		t.Fatalf("endpoint before the deletes: %+v", ep)
+	}
+	rec.take(ns)
+
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod data gone from the endpoint", func() (bool, string) {
+		eps := c.Endpoints(host, 8080, nil)
+		return len(eps) == 1 && eps[0].Labels["tier"] == "" && eps[0].ServiceAccount == "", fmt.Sprintf("%+v", eps)
+	})
+	if w := c.WorkloadByIP("192.0.2.70"); w != nil {
+		t.Fatalf("WorkloadByIP after the pod's deletion = %+v", w)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+
+	if err := env.Client.CoreV1().Nodes().Delete(ctx(t), node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, c, host, 8080, "192.0.2.70:9090 HEALTHY /slice-zone/")
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+}
