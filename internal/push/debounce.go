@@ -24,18 +24,52 @@ type Options struct {
 	// DefaultDebounceMax.
 	DebounceMax time.Duration
 	// LeadingEdge pushes at most once per DebounceAfter, at once when it
-	// can: an event that arrives at least DebounceAfter after the previous
-	// push, with nothing pending, is pushed without waiting; later events
-	// are merged and pushed together DebounceAfter after that push. A
-	// burst is thus merged into one push per DebounceAfter, and under a
-	// steady stream of changes no change waits longer than DebounceAfter
-	// (a quiet period would never come, and every change would wait for
-	// DebounceMax). Off, every push waits for a quiet period of
+	// can: events handled at least DebounceAfter after the previous push
+	// started, with nothing pending, are pushed without waiting; later
+	// events are merged and pushed together DebounceAfter after that push
+	// started. A burst is thus merged into one push per DebounceAfter, and
+	// under a steady stream of changes no change waits longer than
+	// DebounceAfter (a quiet period would never come, and every change
+	// would wait for DebounceMax). When a push takes longer than
+	// DebounceAfter, everything that arrived during it goes out in one
+	// push as soon as it ends. Off, every push waits for a quiet period of
 	// DebounceAfter, at most DebounceMax (as Istio does).
 	LeadingEdge bool
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the time source; nil means the system clock.
+	Clock Clock
 }
+
+// Clock is what a Debouncer reads the time from and waits on. Tests
+// supply one whose time moves only when they say so.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a stopped timer.
+	NewTimer() Timer
+}
+
+// Timer is a resettable one-shot timer, like time.Timer: after Reset or
+// Stop returns, C delivers no value from an earlier arming.
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer() Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return systemTimer{t}
+}
+
+type systemTimer struct{ t *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time   { return t.t.C }
+func (t systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t systemTimer) Stop()                 { t.t.Stop() }
 
 func (o Options) withDefaults() Options {
 	if o.DebounceAfter <= 0 {
@@ -47,38 +81,43 @@ func (o Options) withDefaults() Options {
 	if o.DebounceMax < o.DebounceAfter {
 		o.DebounceMax = o.DebounceAfter
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = systemClock{}
 	}
 	return o
 }
 
-// state is the debounce logic, free of goroutines and timers: it is fed
-// events and clock ticks with their times and says when to push.
+// state is the debounce logic, free of goroutines and timers. Run adds
+// the events it takes from its inbox, each with its arrival time, then
+// asks at the clock's time whether a push is due.
+//
+// The leading edge is decided when Run processes the events, not when
+// they arrived: while a push runs, events queue in the inbox, and Run adds
+// them all before it asks, so a backlog goes out as one push. Deciding on
+// arrival times gave every queued event that arrived DebounceAfter after
+// the previous one a push of its own: behind slow pushes the backlog was
+// sent one event per push and the lag grew without bound. The trailing
+// edge's quiet period is about the events themselves, so it is measured
+// from their arrival; and a request's Start stays the earliest arrival,
+// for convergence metrics.
 type state struct {
-	opts     Options
-	pending  Request
-	first    time.Time // first pending event
-	last     time.Time // latest pending event
-	lastPush time.Time // latest push (leading edge only)
+	opts    Options
+	pending Request
+	first   time.Time // arrival of the first pending event
+	last    time.Time // arrival of the latest pending event
+	// lastPush is when the latest push was decided (leading edge only).
+	lastPush time.Time
 }
 
-// event records ev at now. It returns a request to push at once (leading
-// edge) or nil.
-func (s *state) event(now time.Time, ev model.Event) *Request {
-	if s.opts.LeadingEdge && s.pending.Events == 0 &&
-		(s.lastPush.IsZero() || now.Sub(s.lastPush) >= s.opts.DebounceAfter) {
-		s.lastPush = now
-		var r Request
-		r.Add(ev, now)
-		return &r
+// add records events taken from the inbox.
+func (s *state) add(evs []timedEvent) {
+	for _, e := range evs {
+		if s.pending.Events == 0 {
+			s.first = e.t
+		}
+		s.last = e.t
+		s.pending.Add(e.ev, e.t)
 	}
-	if s.pending.Events == 0 {
-		s.first = now
-	}
-	s.last = now
-	s.pending.Add(ev, now)
-	return nil
 }
 
 // deadline is when the pending events are due; zero when none pend.
@@ -87,6 +126,9 @@ func (s *state) deadline() time.Time {
 		return time.Time{}
 	}
 	if s.opts.LeadingEdge {
+		if s.lastPush.IsZero() {
+			return s.first // no push yet: due at once
+		}
 		return s.lastPush.Add(s.opts.DebounceAfter)
 	}
 	quiet := s.last.Add(s.opts.DebounceAfter)
@@ -135,7 +177,7 @@ func NewDebouncer(opts Options, push func(Request)) *Debouncer {
 
 // Handle queues an event; it is a model.EventHandler.
 func (d *Debouncer) Handle(ev model.Event) {
-	t := d.opts.Now()
+	t := d.opts.Clock.Now()
 	d.mu.Lock()
 	d.inbox = append(d.inbox, timedEvent{ev, t})
 	d.mu.Unlock()
@@ -148,14 +190,13 @@ func (d *Debouncer) Handle(ev model.Event) {
 // Run delivers push requests until ctx is done.
 func (d *Debouncer) Run(ctx context.Context) {
 	st := &state{opts: d.opts}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	timer := d.opts.Clock.NewTimer()
 	defer timer.Stop()
 	for {
 		var timerC <-chan time.Time
 		if dl := st.deadline(); !dl.IsZero() {
-			timer.Reset(max(dl.Sub(d.opts.Now()), 0))
-			timerC = timer.C
+			timer.Reset(max(dl.Sub(d.opts.Clock.Now()), 0))
+			timerC = timer.C()
 		}
 		select {
 		case <-ctx.Done():
@@ -166,14 +207,10 @@ func (d *Debouncer) Run(ctx context.Context) {
 			evs := d.inbox
 			d.inbox = nil
 			d.mu.Unlock()
-			for _, e := range evs {
-				if r := st.event(e.t, e.ev); r != nil {
-					d.push(*r)
-				}
-			}
+			st.add(evs)
 		case <-timerC:
 		}
-		if r := st.tick(d.opts.Now()); r != nil {
+		if r := st.tick(d.opts.Clock.Now()); r != nil {
 			d.push(*r)
 		}
 	}

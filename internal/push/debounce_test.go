@@ -2,8 +2,9 @@ package push
 
 import (
 	"context"
-	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,18 +73,29 @@ func TestRequestAddMerge(t *testing.T) {
 	}
 }
 
-// step is one input to the debounce state: an event at a time offset, or
-// a tick at a time offset; want lists the hostnames pushed at that step
-// (nil: no push).
+// step is what Run does at a time offset: it adds the events it took
+// from its inbox (ev, which arrived then, or late, which arrived earlier
+// and queued while a push ran), or nothing (tick: its timer fired), then
+// asks whether a push is due. want lists the hostnames pushed at that step
+// (nil: no push); start, when set, is the pushed request's Start.
 type step struct {
 	at    time.Duration
 	ev    *model.Event
-	want  []string
+	late  []arrival
 	tick  bool
+	want  []string
+	start *time.Duration
 	nextD time.Duration // expected deadline after the step, -1 none
 }
 
-func ev(e model.Event) *model.Event { return &e }
+// arrival is an event and when it arrived.
+type arrival struct {
+	at time.Duration
+	ev model.Event
+}
+
+func ev(e model.Event) *model.Event     { return &e }
+func at(d time.Duration) *time.Duration { return &d }
 
 func TestDebounceState(t *testing.T) {
 	const ms = time.Millisecond
@@ -165,22 +177,67 @@ func TestDebounceState(t *testing.T) {
 				{at: 500 * ms, ev: ev(epEv("g")), want: []string{"g"}, nextD: -1},
 			},
 		},
+		{
+			name:    "leading: a backlog handled after a slow push goes out at once, as one push",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
+				// the push of a took 400ms; b, c, d queued meanwhile, each
+				// DebounceAfter after the previous one
+				{at: 400 * ms, late: []arrival{{150 * ms, epEv("b")}, {300 * ms, epEv("c")}, {390 * ms, delEv("d")}},
+					want: []string{"b", "c", "d"}, start: at(150 * ms), nextD: -1},
+				// the window counts from when that push started
+				{at: 450 * ms, late: []arrival{{420 * ms, epEv("e")}}, nextD: 500 * ms},
+				{at: 500 * ms, tick: true, want: []string{"e"}, start: at(420 * ms), nextD: -1},
+				{at: 700 * ms, late: []arrival{{520 * ms, epEv("f")}, {650 * ms, svcEv("f")}, {690 * ms, epEv("g")}},
+					want: []string{"f", "g"}, start: at(520 * ms), nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a backlog handled within DebounceAfter of the last push waits for its window",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
+				{at: 50 * ms, late: []arrival{{10 * ms, epEv("b")}, {40 * ms, epEv("c")}}, nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"b", "c"}, start: at(10 * ms), nextD: -1},
+			},
+		},
+		{
+			name: "trailing: the quiet period of a backlog counts from its arrival",
+			steps: []step{
+				{at: 0, ev: ev(epEv("a")), nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"a"}, nextD: -1},
+				// the push of a took 350ms; b and c queued meanwhile
+				{at: 450 * ms, late: []arrival{{150 * ms, epEv("b")}, {300 * ms, epEv("c")}},
+					want: []string{"b", "c"}, start: at(150 * ms), nextD: -1},
+				{at: 700 * ms, late: []arrival{{620 * ms, epEv("d")}}, nextD: 720 * ms},
+				{at: 720 * ms, tick: true, want: []string{"d"}, start: at(620 * ms), nextD: -1},
+			},
+		},
 	}
 	t0 := time.Unix(5000, 0)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &state{opts: Options{DebounceAfter: 100 * ms, DebounceMax: 300 * ms, LeadingEdge: tc.leading}.withDefaults()}
+			added := 0 // events added since the last push
 			for i, s := range tc.steps {
 				now := t0.Add(s.at)
-				var got *Request
+				var evs []timedEvent
 				if s.ev != nil {
-					got = st.event(now, *s.ev)
-				} else {
-					got = st.tick(now)
+					evs = append(evs, timedEvent{*s.ev, now})
 				}
+				for _, a := range s.late {
+					evs = append(evs, timedEvent{a.ev, t0.Add(a.at)})
+				}
+				if s.tick != (len(evs) == 0) {
+					t.Fatalf("step %d: a step is either a tick or events", i)
+				}
+				st.add(evs)
+				added += len(evs)
+				got := st.tick(now)
 				switch {
 				case s.want == nil && got != nil:
-					t.Fatalf("step %d: unexpected push %v", i, hosts(got.EndpointsOnly))
+					t.Fatalf("step %d: unexpected push %v %v", i, hosts(got.EndpointsOnly), hosts(got.Services))
 				case s.want != nil && got == nil:
 					t.Fatalf("step %d: no push, want %v", i, s.want)
 				case got != nil:
@@ -190,8 +247,12 @@ func TestDebounceState(t *testing.T) {
 					if !slices.Equal(all, s.want) {
 						t.Fatalf("step %d: pushed %v, want %v", i, all, s.want)
 					}
-					if got.Events < len(s.want) {
-						t.Fatalf("step %d: Events %d", i, got.Events)
+					if got.Events != added {
+						t.Fatalf("step %d: Events %d, want every event added since the last push: %d", i, got.Events, added)
+					}
+					added = 0
+					if s.start != nil && !got.Start.Equal(t0.Add(*s.start)) {
+						t.Fatalf("step %d: Start %v, want the earliest arrival %v", i, got.Start.Sub(t0), *s.start)
 					}
 				}
 				dl := st.deadline()
@@ -209,7 +270,7 @@ func TestDebounceState(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	o := Options{}.withDefaults()
-	if o.DebounceAfter != DefaultDebounceAfter || o.DebounceMax != DefaultDebounceMax || o.Now == nil {
+	if o.DebounceAfter != DefaultDebounceAfter || o.DebounceMax != DefaultDebounceMax || o.Clock == nil {
 		t.Fatalf("defaults %+v", o)
 	}
 	o = Options{DebounceAfter: time.Second, DebounceMax: time.Millisecond}.withDefaults()
@@ -218,9 +279,11 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestDebouncerRun drives the goroutine with real time and checks only
-// what is delivered, never when: every event reaches a push, each exactly
-// once, and a burst sent while pushes are blocked is merged.
+// TestDebouncerRun drives the goroutine with the system clock and checks
+// only what is delivered, never when: an event alone is pushed alone; a
+// burst that queued while a push ran becomes exactly one push, whatever
+// the timing (Run takes the whole inbox before it decides); and nothing
+// is pushed twice or left behind: a later event is pushed alone.
 func TestDebouncerRun(t *testing.T) {
 	for _, leading := range []bool{false, true} {
 		t.Run(map[bool]string{false: "trailing", true: "leading"}[leading], func(t *testing.T) {
@@ -240,32 +303,30 @@ func TestDebouncerRun(t *testing.T) {
 			defer func() { cancel(); <-done }()
 
 			d.Handle(epEv("a"))
-			r1 := recv(t, pushes)
-			if got := hosts(r1.EndpointsOnly); !slices.Equal(got, []string{"a"}) {
-				t.Fatalf("first push %v", got)
-			}
+			wantPush(t, recv(t, pushes), []string{"a"}, nil, 1)
 			for _, h := range []string{"b", "c", "d"} {
 				d.Handle(epEv(h))
 			}
 			d.Handle(svcEv("c"))
 			close(release)
-			seen := map[model.Hostname]struct{}{}
-			events := 0
-			for events < 4 {
-				r := recv(t, pushes)
-				maps.Copy(seen, r.EndpointsOnly)
-				maps.Copy(seen, r.Services)
-				events += r.Events
-			}
-			if events != 4 || len(seen) != 3 {
-				t.Fatalf("events %d seen %v", events, seen)
-			}
-			select {
-			case r := <-pushes:
-				t.Fatalf("extra push %+v", r)
-			default:
-			}
+			wantPush(t, recv(t, pushes), []string{"b", "d"}, []string{"c"}, 4)
+			d.Handle(epEv("z"))
+			wantPush(t, recv(t, pushes), []string{"z"}, nil, 1)
 		})
+	}
+}
+
+// wantPush checks a request: exactly these hostnames and this many events.
+func wantPush(t *testing.T, r Request, endpointsOnly, services []string, events int) {
+	t.Helper()
+	if got := hosts(r.EndpointsOnly); !slices.Equal(got, endpointsOnly) {
+		t.Fatalf("pushed endpoints of %v, want %v (services %v, %d events)", got, endpointsOnly, hosts(r.Services), r.Events)
+	}
+	if got := hosts(r.Services); !slices.Equal(got, services) {
+		t.Fatalf("pushed services %v, want %v (%d events)", got, services, r.Events)
+	}
+	if r.Events != events || r.Full {
+		t.Fatalf("pushed %d events (full %v), want %d", r.Events, r.Full, events)
 	}
 }
 
@@ -277,5 +338,134 @@ func recv(t *testing.T, ch <-chan Request) Request {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no push within 10s")
 		return Request{}
+	}
+}
+
+// simPush is one push of a simulated run: when it started and the
+// indices of the events it carried.
+type simPush struct {
+	at     time.Time
+	events []int
+}
+
+// slowPushRun runs a Debouncer on a manualClock against n events, one
+// every interval (event i arrives at t0 + i*interval), while every push
+// takes pushTook: the push function moves the clock on by pushTook and
+// delivers the events that arrive meanwhile, as a registry would while a
+// slow push runs. It returns the pushes once every event was pushed.
+func slowPushRun(t *testing.T, opts Options, interval, pushTook time.Duration, n int) (t0 time.Time, pushes []simPush) {
+	t.Helper()
+	t0 = time.Unix(5000, 0)
+	clk := newManualClock(t0)
+	opts.Clock = clk
+	arrival := func(i int) time.Time { return t0.Add(time.Duration(i) * interval) }
+	// next is the next event to arrive. It is touched by the push function
+	// (on Run's goroutine) and by the test while Run waits, never both at
+	// once.
+	next := 0
+	var d *Debouncer
+	deliver := func() {
+		i := next
+		next++ // before Handle: Run may take it at once
+		clk.set(arrival(i))
+		d.Handle(epEv("e" + strconv.Itoa(i)))
+	}
+	deliverUntil := func(until time.Time) {
+		for next < n && !arrival(next).After(until) {
+			deliver()
+		}
+	}
+	pushed := 0
+	allPushed := make(chan struct{})
+	d = NewDebouncer(opts, func(r Request) {
+		p := simPush{at: clk.Now()}
+		for h := range r.EndpointsOnly {
+			i, err := strconv.Atoi(strings.TrimPrefix(string(h), "e"))
+			if err != nil {
+				panic(err)
+			}
+			p.events = append(p.events, i)
+		}
+		slices.Sort(p.events)
+		pushes = append(pushes, p)
+		deliverUntil(p.at.Add(pushTook))
+		clk.set(p.at.Add(pushTook))
+		if pushed += r.Events; pushed == n {
+			close(allPushed)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); close(clk.done); <-done }()
+
+	deliver()
+	for {
+		select {
+		case <-allPushed:
+			return t0, pushes
+		case dl := <-clk.armed:
+			d.mu.Lock()
+			waits := len(d.inbox) == 0 // else Run takes the inbox first
+			d.mu.Unlock()
+			clk.resume <- struct{}{}
+			switch {
+			case !waits:
+			case next < n && !arrival(next).After(dl):
+				deliver()
+			default:
+				clk.fire(dl)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Run waits with nothing due after %d pushes, %d of %d events pushed", len(pushes), pushed, n)
+		}
+	}
+}
+
+// TestDebouncerSlowPushes: when pushes are slower than events arrive, the
+// events that queued during a push are merged into the next one, so the
+// lag (push start - event arrival) stays bounded however long the run.
+// This is the scenario of a large mesh: pushes of 300 ms, a change every
+// 150 ms, DebounceAfter 100 ms.
+func TestDebouncerSlowPushes(t *testing.T) {
+	const (
+		ms       = time.Millisecond
+		after    = 100 * ms
+		pushTook = 300 * ms
+		interval = 150 * ms
+		n        = 200 // 30 s of changes
+	)
+	for _, leading := range []bool{true, false} {
+		t.Run(map[bool]string{false: "trailing", true: "leading"}[leading], func(t *testing.T) {
+			t0, pushes := slowPushRun(t, Options{DebounceAfter: after, DebounceMax: time.Second, LeadingEdge: leading}, interval, pushTook, n)
+			arrival := func(i int) time.Time { return t0.Add(time.Duration(i) * interval) }
+			pushedAt := make([]time.Time, n)
+			var lags []time.Duration
+			for k, p := range pushes {
+				// No backlog: a push carries every event that had arrived
+				// when it started and was not pushed yet.
+				var want []int
+				for i := range n {
+					if pushedAt[i].IsZero() && !arrival(i).After(p.at) {
+						want = append(want, i)
+					}
+				}
+				if !slices.Equal(p.events, want) {
+					t.Fatalf("push %d at %v carries events %v, want every event not yet pushed: %v",
+						k, p.at.Sub(t0), p.events, want)
+				}
+				for _, i := range p.events {
+					pushedAt[i] = p.at
+					lag := p.at.Sub(arrival(i))
+					if lag > pushTook+after {
+						t.Fatalf("event %d (arrived at %v) pushed at %v: lag %v, over push time + DebounceAfter (%v)",
+							i, arrival(i).Sub(t0), p.at.Sub(t0), lag, pushTook+after)
+					}
+					lags = append(lags, lag)
+				}
+			}
+			slices.Sort(lags)
+			t.Logf("%d events, %d pushes, lag median %v max %v", n, len(pushes), lags[len(lags)/2], lags[len(lags)-1])
+		})
 	}
 }
