@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -187,6 +188,39 @@ func AwaitSpread(t testing.TB, cc *grpc.ClientConn, want ...Backend) {
 		time.Sleep(20 * time.Millisecond) // between polling rounds
 	}
 	t.Fatalf("RPCs never spread over exactly %v: last round %v, error %v", slices.Sorted(maps.Keys(wantSet)), last, lastErr)
+}
+
+// CountRPCs makes n RPCs, a few at a time, and returns how many each
+// backend address served. Any failed RPC fails the test.
+func CountRPCs(t testing.TB, cc *grpc.ClientConn, n int) map[string]int {
+	t.Helper()
+	const workers = 4
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var firstErr error
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				addr, err := Call(context.Background(), cc)
+				mu.Lock()
+				if err != nil {
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				counts[addr]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("RPC failed: %v", firstErr)
+	}
+	return counts
 }
 
 // AwaitUnavailable makes RPCs until one fails with Unavailable.

@@ -49,6 +49,7 @@ const absent = "-"
 // regeneration that yields the same bytes yields the same version and
 // nobody is sent anything.
 type entry struct {
+	key     string // in Server.entries
 	name    string
 	host    model.Hostname
 	version string

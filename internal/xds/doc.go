@@ -18,8 +18,10 @@
 //     ExternalName service (model.DNSAlias) a LOGICAL_DNS cluster pointing
 //     at the external name and the service port.
 //   - ClusterLoadAssignment: one locality entry per region/zone/subzone,
-//     weighted by its endpoint count, each endpoint with its health; an
-//     address:port appears once.
+//     weighted by its number of HEALTHY endpoints, each endpoint with its
+//     health; an address:port appears once. A locality with no HEALTHY
+//     endpoint is left out for gRPC clients and sent without a weight to
+//     Envoy, so one resource name has two variants, one per client kind.
 //
 // Unknown names get no resource. Envoy (any client that is not gRPC) may
 // subscribe to everything for clusters, endpoints and routes; a wildcard

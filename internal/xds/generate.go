@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -175,13 +176,21 @@ func socketAddress(addr string, port uint32) *core.Address {
 	}}}
 }
 
-// ClusterLoadAssignment returns the endpoints of "outbound|<port>||<FQDN>":
-// one LocalityLbEndpoints per region/zone/subzone (in a stable order),
-// weighted by its endpoint count, each endpoint with its health. An
-// address:port appears once (grpc-go rejects duplicates). Nil when the
-// service port does not exist or the service is a DNS alias (its cluster
-// carries its address itself).
-func (g *Generator) ClusterLoadAssignment(name string) *endpoint.ClusterLoadAssignment {
+// ClusterLoadAssignment returns the endpoints of "outbound|<port>||<FQDN>"
+// for a client: one LocalityLbEndpoints per region/zone/subzone (in a
+// stable order), each endpoint with its health. An address:port appears
+// once (grpc-go rejects duplicates). Nil when the service port does not
+// exist or the service is a DNS alias (its cluster carries its address
+// itself).
+//
+// A locality's load_balancing_weight is its number of HEALTHY endpoints:
+// grpc-go (and gRPC's other xDS clients) pick a locality by weight alone,
+// then skip its endpoints that are not HEALTHY, so a weight that counted
+// DRAINING or UNHEALTHY endpoints would send the locality's few ready
+// endpoints the traffic of those going away. A locality with no HEALTHY
+// endpoint must attract nothing, and the two kinds of client get it in
+// the shape each handles best (see localityWithoutHealthy).
+func (g *Generator) ClusterLoadAssignment(client Client, name string) *endpoint.ClusterLoadAssignment {
 	svc, port := g.servicePort(name)
 	if svc == nil || svc.Resolution == model.DNSAlias {
 		return nil
@@ -189,6 +198,7 @@ func (g *Generator) ClusterLoadAssignment(name string) *endpoint.ClusterLoadAssi
 	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	byLocality := map[model.Locality]*endpoint.LocalityLbEndpoints{}
+	healthy := map[model.Locality]uint32{}
 	var order []model.Locality
 	seen := make(map[string]struct{}, len(eps))
 	for _, ep := range eps {
@@ -211,24 +221,39 @@ func (g *Generator) ClusterLoadAssignment(name string) *endpoint.ClusterLoadAssi
 			}},
 			HealthStatus: healthStatus(ep.Health),
 		})
-	}
-	slices.SortFunc(order, func(a, b model.Locality) int {
-		switch {
-		case a.String() < b.String():
-			return -1
-		case a.String() > b.String():
-			return 1
+		if ep.Health == model.Healthy {
+			healthy[ep.Locality]++
 		}
-		return 0
-	})
+	}
+	slices.SortFunc(order, func(a, b model.Locality) int { return strings.Compare(a.String(), b.String()) })
 	for _, l := range order {
 		lle := byLocality[l]
-		lle.LoadBalancingWeight = wrapperspb.UInt32(uint32(len(lle.LbEndpoints)))
+		if healthy[l] > 0 {
+			lle.LoadBalancingWeight = wrapperspb.UInt32(healthy[l])
+		} else if !localityWithoutHealthy(client) {
+			continue
+		}
 		cla.Endpoints = append(cla.Endpoints, lle)
 	}
 	return cla
 }
 
+// localityWithoutHealthy says whether a client is sent a locality that
+// has no HEALTHY endpoint (with no load_balancing_weight).
+//
+// gRPC clients are not: grpc-go drops a locality whose weight is 0 or
+// unset (logging a warning on every update) and never sends to an
+// endpoint that is not HEALTHY, so leaving the locality out changes
+// nothing for it, and does not depend on how each gRPC implementation
+// treats a weight of 0.
+//
+// Envoy is: it balances over hosts, not localities (meshpilot's clusters
+// do not enable locality-weighted balancing), takes no new requests to
+// DRAINING or UNHEALTHY hosts (the clusters' healthy panic threshold is
+// 0), and seeing a host as DRAINING lets it drain that host's connections
+// rather than drop them. Its validation accepts an unset weight but not 0
+// (load_balancing_weight must be at least 1 when set).
+func localityWithoutHealthy(c Client) bool { return !c.GRPC }
 func healthStatus(h model.Health) core.HealthStatus {
 	switch h {
 	case model.Healthy:
@@ -285,7 +310,7 @@ func (g *Generator) Generate(typeURL string, client Client, name string) proto.M
 			m = c
 		}
 	case EndpointType:
-		if c := g.ClusterLoadAssignment(name); c != nil {
+		if c := g.ClusterLoadAssignment(client, name); c != nil {
 			m = c
 		}
 	}

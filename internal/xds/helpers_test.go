@@ -220,3 +220,15 @@ func timeAfter(d time.Duration) <-chan time.Time { return time.After(d) }
 func itoa(i int) string                          { return fmt.Sprint(i) }
 
 type atomicBool struct{ atomic.Bool }
+
+// awaitCount polls c until it reaches at least n.
+func awaitCount(t testing.TB, c *atomic.Int64, n int64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for c.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw %s (count %d, want %d)", what, c.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

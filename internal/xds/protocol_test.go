@@ -552,3 +552,66 @@ func TestPerTypeService(t *testing.T) {
 		t.Fatalf("CDS got %s %v", r.GetTypeUrl(), got)
 	}
 }
+
+// TestEndpointsPerClientKind: gRPC clients and Envoy get different
+// ClusterLoadAssignments when a locality has no HEALTHY endpoint (see
+// localityWithoutHealthy), each kind its own whichever asks first, and
+// both follow a change.
+func TestEndpointsPerClientKind(t *testing.T) {
+	st := model.NewStore()
+	eps := func(drainingZone string) []*model.Endpoint {
+		var out []*model.Endpoint
+		for i, zone := range []string{"a", "b"} {
+			h := model.Healthy
+			if zone == drainingZone {
+				h = model.Draining
+			}
+			out = append(out, &model.Endpoint{Address: "10.0.0." + itoa(i+1), Port: 9080, ServicePortName: "grpc",
+				Health: h, Locality: model.Locality{Region: "r", Zone: zone}})
+		}
+		return out
+	}
+	st.Update(service("reviews", "default", 9080), eps("a"))
+	ts := startServer(t, st)
+	cc := dial(t, ts.addr)
+	envoy := openADS(t, cc, envoyNode("envoy"), true)
+	grpcc := openADS(t, cc, grpcNode("grpc", "default"), true)
+	zones := func(r *discovery.DiscoveryResponse) []string {
+		t.Helper()
+		var cla endpoint.ClusterLoadAssignment
+		if len(r.GetResources()) != 1 {
+			t.Fatalf("%d resources", len(r.GetResources()))
+		}
+		if err := r.GetResources()[0].UnmarshalTo(&cla); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range cla.GetEndpoints() {
+			out = append(out, l.GetLocality().GetZone())
+		}
+		return out
+	}
+	for _, step := range []struct {
+		drainingZone string
+		envoy, grpc  []string
+	}{
+		{"a", []string{"a", "b"}, []string{"b"}},
+		{"b", []string{"a", "b"}, []string{"a"}},
+	} {
+		if step.drainingZone != "a" {
+			st.Update(service("reviews", "default", 9080), eps(step.drainingZone))
+		} else {
+			envoy.send(EndpointType, []string{reviews}, "", "", nil)
+			grpcc.send(EndpointType, []string{reviews}, "", "", nil)
+		}
+		re, rg := envoy.next(), grpcc.next()
+		if got := zones(re); !slices.Equal(got, step.envoy) {
+			t.Errorf("zone %s draining: Envoy got localities %v, want %v", step.drainingZone, got, step.envoy)
+		}
+		if got := zones(rg); !slices.Equal(got, step.grpc) {
+			t.Errorf("zone %s draining: gRPC got localities %v, want %v", step.drainingZone, got, step.grpc)
+		}
+		envoy.ack(re, []string{reviews})
+		grpcc.ack(rg, []string{reviews})
+	}
+}

@@ -353,12 +353,8 @@ func (s *Server) dropEntries(h model.Hostname, endpointsOnly bool) {
 			continue
 		}
 		delete(byHost, e)
-		key := e.name
-		if t == tListener {
-			key = listenerEntryKey(e.name, h)
-		}
-		if s.entries[t][key] == e {
-			delete(s.entries[t], key)
+		if s.entries[t][e.key] == e {
+			delete(s.entries[t], e.key)
 		}
 	}
 	if len(byHost) == 0 {
@@ -366,33 +362,39 @@ func (s *Server) dropEntries(h model.Hostname, endpointsOnly bool) {
 	}
 }
 
-func listenerEntryKey(name string, h model.Hostname) string { return name + "\x00" + string(h) }
-
 // get returns the entry of a resource for a client, generating it when
 // needed. s.mu is held.
+//
+// Entries are cached by what the resource depends on: its name; for a
+// listener also the hostname the name resolved to in the client's
+// namespace; for a ClusterLoadAssignment also the client's kind (see
+// localityWithoutHealthy). Clients that share a key share the entry.
 func (s *Server) get(t typeIndex, c Client, name string) *entry {
 	var host model.Hostname
 	var key string
-	var build func() *entry
+	var build func() proto.Message
 	if t == tListener {
 		svc, port := resolveListener(s.gen.Discovery, s.gen.suffix(), c.Namespace, name)
 		if svc == nil {
 			return &entry{name: name, version: absent}
 		}
-		host, key = svc.Hostname, listenerEntryKey(name, svc.Hostname)
-		build = func() *entry { return s.build(t, name, host, buildListener(name, svc.Hostname, port)) }
+		host, key = svc.Hostname, name+"\x00"+string(svc.Hostname)
+		build = func() proto.Message { return buildListener(name, svc.Hostname, port) }
 	} else {
 		h, _, ok := ParseClusterName(name)
 		if !ok {
 			return &entry{name: name, version: absent}
 		}
 		host, key = h, name
-		build = func() *entry { return s.build(t, name, host, s.gen.Generate(typeURLs[t], c, name)) }
+		if t == tEndpoint && !localityWithoutHealthy(c) {
+			key += "\x00grpc"
+		}
+		build = func() proto.Message { return s.gen.Generate(typeURLs[t], c, name) }
 	}
 	if e := s.entries[t][key]; e != nil {
 		return e
 	}
-	e := build()
+	e := s.build(t, key, name, host, build())
 	if !e.exists() {
 		return e // not cached: absent names cost a lookup, not memory
 	}
@@ -406,12 +408,13 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 	return e
 }
 
-func (s *Server) build(t typeIndex, name string, host model.Hostname, m proto.Message) *entry {
+func (s *Server) build(t typeIndex, key, name string, host model.Hostname, m proto.Message) *entry {
 	e, err := newEntry(typeURLs[t], name, host, m)
 	if err != nil {
 		s.log.Error("xds: cannot marshal resource", "type", t.short(), "name", name, "err", err)
 		return &entry{name: name, host: host, version: absent}
 	}
+	e.key = key
 	return e
 }
 
