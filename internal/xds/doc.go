@@ -14,9 +14,11 @@
 //   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
 //     domains are the forms a client may use, routing "/" to the cluster of
 //     the same name.
-//   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin; for an
-//     ExternalName service (model.DNSAlias) a LOGICAL_DNS cluster pointing
-//     at the external name and the service port.
+//   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
+//     healthy panic threshold of 0; for an ExternalName service
+//     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name
+//     and the service port. Ports that speak HTTP/2 (gRPC, gRPC-Web, HTTP2)
+//     carry explicit HTTP/2 upstream options for Envoy.
 //   - ClusterLoadAssignment: one locality entry per region/zone/subzone,
 //     weighted by its number of HEALTHY endpoints, each endpoint with its
 //     health; an address:port appears once. A locality with no HEALTHY

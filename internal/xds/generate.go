@@ -13,6 +13,8 @@ import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	router "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -27,6 +29,10 @@ const (
 	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 )
+
+// httpProtocolOptionsKey is the typed_extension_protocol_options key (the
+// extension's name) under which Envoy reads upstream HTTP options.
+const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 // DefaultDomainSuffix is the Kubernetes cluster domain.
 const DefaultDomainSuffix = "cluster.local"
@@ -137,7 +143,9 @@ func (g *Generator) RouteConfiguration(name string) *route.RouteConfiguration {
 // Cluster returns the cluster "outbound|<port>||<FQDN>": an EDS cluster
 // over ADS with round robin, or for a DNS alias (ExternalName) a
 // LOGICAL_DNS cluster pointing at the external name. Nil when the service
-// port does not exist.
+// port does not exist. gRPC clients ignore the fields only Envoy reads
+// (common_lb_config, typed_extension_protocol_options), so every client
+// gets the same cluster.
 func (g *Generator) Cluster(name string) *cluster.Cluster {
 	svc, port := g.servicePort(name)
 	if svc == nil {
@@ -146,6 +154,9 @@ func (g *Generator) Cluster(name string) *cluster.Cluster {
 	c := &cluster.Cluster{
 		Name:     name,
 		LbPolicy: cluster.Cluster_ROUND_ROBIN,
+	}
+	if p, _ := svc.PortByNumber(port); speaksHTTP2(p.Protocol) {
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: http2Options}
 	}
 	if svc.Resolution == model.DNSAlias {
 		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_LOGICAL_DNS}
@@ -165,8 +176,44 @@ func (g *Generator) Cluster(name string) *cluster.Cluster {
 	}
 	c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
 	c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: name}
+	// The endpoints carry their health, DRAINING and UNHEALTHY included.
+	// Envoy's default panic threshold (50%) would make it balance over all
+	// of them, not-ready pods included, once half are not HEALTHY; 0 never
+	// does, as Istio sets when it sends unhealthy endpoints.
+	c.CommonLbConfig = &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
 	return c
 }
+
+// speaksHTTP2 says whether a port's upstream protocol is HTTP/2, as
+// Istio's Protocol.IsHTTP2 does: gRPC (gRPC-Web too: Envoy's grpc_web
+// filter turns it into gRPC) and HTTP2, which the registries give to
+// appProtocol kubernetes.io/h2c.
+func speaksHTTP2(p model.Protocol) bool {
+	switch p {
+	case model.GRPC, model.GRPCWeb, model.HTTP2:
+		return true
+	}
+	return false
+}
+
+// http2Options makes Envoy speak HTTP/2 (h2c) to the endpoints: without
+// it Envoy uses HTTP/1.1 upstream whatever the client spoke, which gRPC
+// servers refuse. Istio's cluster builder sets the same.
+var http2Options = func() *anypb.Any {
+	a, err := anypb.New(&httpoptions.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return a
+}()
 
 func socketAddress(addr string, port uint32) *core.Address {
 	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
@@ -320,9 +367,10 @@ func (g *Generator) Generate(typeURL string, client Client, name string) proto.M
 // validator is what the envoy protos' generated validation offers.
 type validator interface{ ValidateAll() error }
 
-// Validate runs the envoy protos' field rules on a generated resource and,
-// for a listener, on the HttpConnectionManager inside its Any (ValidateAll
-// does not look inside Any).
+// Validate runs the envoy protos' field rules on a generated resource and
+// on the messages inside its Any fields, which ValidateAll does not look
+// into: a listener's HttpConnectionManager, a cluster's upstream HTTP
+// protocol options.
 func Validate(m proto.Message) error {
 	v, ok := m.(validator)
 	if !ok {
@@ -331,22 +379,51 @@ func Validate(m proto.Message) error {
 	if err := v.ValidateAll(); err != nil {
 		return err
 	}
-	if l, ok := m.(*listener.Listener); ok && l.GetApiListener() != nil {
-		var h hcm.HttpConnectionManager
-		if err := l.GetApiListener().GetApiListener().UnmarshalTo(&h); err != nil {
-			return fmt.Errorf("api_listener: %w", err)
+	switch r := m.(type) {
+	case *listener.Listener:
+		if r.GetApiListener() != nil {
+			return validateAPIListener(r.GetApiListener().GetApiListener())
 		}
-		if err := h.ValidateAll(); err != nil {
-			return fmt.Errorf("api_listener: %w", err)
+	case *cluster.Cluster:
+		return validateProtocolOptions(r.GetTypedExtensionProtocolOptions())
+	}
+	return nil
+}
+
+func validateAPIListener(a *anypb.Any) error {
+	var h hcm.HttpConnectionManager
+	if err := a.UnmarshalTo(&h); err != nil {
+		return fmt.Errorf("api_listener: %w", err)
+	}
+	if err := h.ValidateAll(); err != nil {
+		return fmt.Errorf("api_listener: %w", err)
+	}
+	fs := h.GetHttpFilters()
+	if len(fs) == 0 || fs[len(fs)-1].GetName() != routerFilter.GetName() {
+		return fmt.Errorf("api_listener: http_filters must end with the router")
+	}
+	for _, f := range fs {
+		if f.GetTypedConfig() == nil {
+			return fmt.Errorf("api_listener: http filter %q has no typed_config", f.GetName())
 		}
-		fs := h.GetHttpFilters()
-		if len(fs) == 0 || fs[len(fs)-1].GetName() != routerFilter.GetName() {
-			return fmt.Errorf("api_listener: http_filters must end with the router")
+	}
+	return nil
+}
+
+// validateProtocolOptions checks a cluster's typed_extension_protocol_options:
+// Envoy picks the message type by the key (the extension's name), so the
+// only key meshpilot writes must hold that type.
+func validateProtocolOptions(opts map[string]*anypb.Any) error {
+	for key, a := range opts {
+		if key != httpProtocolOptionsKey {
+			return fmt.Errorf("typed_extension_protocol_options: unknown extension %q", key)
 		}
-		for _, f := range fs {
-			if f.GetTypedConfig() == nil {
-				return fmt.Errorf("api_listener: http filter %q has no typed_config", f.GetName())
-			}
+		var o httpoptions.HttpProtocolOptions
+		if err := a.UnmarshalTo(&o); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%q]: %w", key, err)
+		}
+		if err := o.ValidateAll(); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%q]: %w", key, err)
 		}
 	}
 	return nil

@@ -4,7 +4,11 @@ import (
 	"maps"
 	"testing"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -98,6 +102,95 @@ func TestLocalityWeights(t *testing.T) {
 				if !maps.Equal(got, c.want) {
 					t.Errorf("grpc=%v: localities %v, want %v", c.client.GRPC, got, c.want)
 				}
+			}
+		})
+	}
+}
+
+// TestClusterOptions: EDS clusters set a healthy panic threshold of 0, so
+// that Envoy never balances over hosts that are not HEALTHY; ports that
+// speak HTTP/2 (gRPC, gRPC-Web, HTTP2, which includes appProtocol
+// kubernetes.io/h2c) tell Envoy to use HTTP/2 upstream, as Istio does;
+// other ports leave Envoy's default (HTTP/1.1 for HTTP routes).
+func TestClusterOptions(t *testing.T) {
+	for _, tc := range []struct {
+		protocol   model.Protocol
+		resolution model.Resolution
+		h2         bool
+	}{
+		{model.GRPC, model.ClientSideLB, true},
+		{model.HTTP2, model.ClientSideLB, true},
+		{model.GRPCWeb, model.ClientSideLB, true},
+		{model.HTTP, model.ClientSideLB, false},
+		{model.Unsupported, model.ClientSideLB, false},
+		{model.TCP, model.ClientSideLB, false},
+		{model.HTTPS, model.ClientSideLB, false},
+		{model.GRPC, model.Passthrough, true},
+		{model.GRPC, model.DNSAlias, true},
+		{model.HTTP, model.DNSAlias, false},
+	} {
+		t.Run(string(tc.protocol)+"/"+tc.resolution.String(), func(t *testing.T) {
+			svc := &model.Service{Hostname: "svc.default.svc.cluster.local", Name: "svc", Namespace: "default",
+				Resolution: tc.resolution, Ports: []model.Port{{Name: "p", Port: 80, Protocol: tc.protocol}}}
+			if tc.resolution == model.DNSAlias {
+				svc.ExternalName = "svc.example.com"
+			}
+			st := model.NewStore()
+			st.Update(svc, nil)
+			g := &Generator{Discovery: storeDiscovery{st}}
+			c := g.Cluster(ClusterName(svc.Hostname, 80))
+			if err := Validate(c); err != nil {
+				t.Fatal(err)
+			}
+			threshold := c.GetCommonLbConfig().GetHealthyPanicThreshold()
+			if eds := tc.resolution != model.DNSAlias; eds != (threshold != nil && threshold.GetValue() == 0) {
+				t.Errorf("healthy_panic_threshold %v on a cluster of type %v", threshold, c.GetType())
+			}
+			opts := c.GetTypedExtensionProtocolOptions()[httpProtocolOptionsKey]
+			if !tc.h2 {
+				if len(c.GetTypedExtensionProtocolOptions()) != 0 {
+					t.Fatalf("protocol options %v", c.GetTypedExtensionProtocolOptions())
+				}
+				return
+			}
+			var o httpoptions.HttpProtocolOptions
+			if err := opts.UnmarshalTo(&o); err != nil {
+				t.Fatalf("%s: %v", httpProtocolOptionsKey, err)
+			}
+			if o.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+				t.Fatalf("no explicit HTTP/2: %v", &o)
+			}
+		})
+	}
+}
+
+// TestValidateClusterProtocolOptions: Validate looks inside the Any of
+// typed_extension_protocol_options, which ValidateAll does not.
+func TestValidateClusterProtocolOptions(t *testing.T) {
+	anyOf := func(m proto.Message) *anypb.Any {
+		a, err := anypb.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		desc string
+		opts map[string]*anypb.Any
+	}{
+		{"no upstream protocol", map[string]*anypb.Any{httpProtocolOptionsKey: anyOf(&httpoptions.HttpProtocolOptions{})}},
+		{"another type under the key", map[string]*anypb.Any{httpProtocolOptionsKey: anyOf(&cluster.Cluster{})}},
+		{"an unknown extension", map[string]*anypb.Any{"envoy.extensions.upstreams.tcp.v3.TcpProtocolOptions": anyOf(&httpoptions.HttpProtocolOptions{})}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := &cluster.Cluster{Name: "c", ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
+				EdsClusterConfig:              &cluster.Cluster_EdsClusterConfig{EdsConfig: adsSource},
+				TypedExtensionProtocolOptions: tc.opts}
+			if err := c.ValidateAll(); err != nil {
+				t.Fatalf("the case must pass the generated validation: %v", err)
+			}
+			if err := Validate(c); err == nil {
+				t.Fatal("Validate accepted it")
 			}
 		})
 	}
