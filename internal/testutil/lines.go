@@ -41,6 +41,14 @@ func (l *Lines) String() string {
 	return strings.Join(l.all, "\n")
 }
 
+// Len returns how many complete lines have been written: a test that
+// notes it before an action can then look only at the lines written since.
+func (l *Lines) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.all)
+}
+
 // Await waits up to Wait for a line, from index from on, that satisfies
 // match, and returns its index; what names the line in the failure.
 func (l *Lines) Await(t testing.TB, what string, from int, match func(string) bool) int {

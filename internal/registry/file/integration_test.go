@@ -64,7 +64,7 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 	echo := filepath.Join(dir, "echo.yaml")
 	writeFile(t, echo, manifests("echo", 7070, bs))
 
-	logs := &testutil.Buffer{}
+	logs := testutil.NewLines()
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	reg, err := file.New(file.Options{Dir: dir, Logger: log})
 	if err != nil {
@@ -95,6 +95,7 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 
 	t.Run("a broken file keeps serving its last good content", func(t *testing.T) {
 		reloads := reg.Reloads()
+		logFrom := logs.Len()
 		broken := strings.Replace(manifests("echo", 7070, bs), "port: 7070", "port: 70000", 1)
 		writeFile(t, echo, broken)
 		deadline := time.Now().Add(grpctest.Wait)
@@ -105,9 +106,7 @@ func TestGRPCClientsFollowTheFolder(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		want := fmt.Sprintf("file=%s document=1 line=1 field=spec.ports[0].port", echo)
-		if !strings.Contains(logs.String(), want) {
-			t.Fatalf("the log does not say %q", want)
-		}
+		logs.Await(t, want, logFrom, func(l string) bool { return strings.Contains(l, want) })
 		// Still the last good content: bs[1] not ready.
 		grpctest.AwaitSpread(t, cc, bs[0], bs[2])
 	})
