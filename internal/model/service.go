@@ -154,14 +154,18 @@ func (l Locality) String() string {
 	return l.Region + "/" + l.Zone + "/" + l.Subzone
 }
 
-// ParseLocality reads "region/zone/subzone" or Istio's label form
-// "region.zone.subzone"; missing parts stay empty.
+// ParseLocality reads "region/zone/subzone" or the label form
+// "region.zone.subzone" (Kubernetes label values cannot hold "/"); missing
+// parts stay empty. It follows Istio (SanitizeLocalityLabel, then
+// SplitLocalityLabel) so that a label means the same locality in both: a
+// value with a slash is split on slashes only, any other on dots, and parts
+// past the third are ignored ("a/b/c/d" has subzone "c").
 func ParseLocality(s string) Locality {
 	sep := "/"
 	if !strings.Contains(s, "/") {
 		sep = "."
 	}
-	parts := strings.SplitN(s, sep, 3)
+	parts := strings.SplitN(s, sep, 4)
 	var l Locality
 	if len(parts) > 0 {
 		l.Region = parts[0]

@@ -122,6 +122,12 @@ func TestParseLocality(t *testing.T) {
 		{"us/us-east1", Locality{Region: "us", Zone: "us-east1"}},
 		{"us/us-east1/rack1", Locality{"us", "us-east1", "rack1"}},
 		{"us.us-east1.rack1", Locality{"us", "us-east1", "rack1"}},
+		// Istio's SplitLocalityLabel ignores parts past the third.
+		{"us/us-east1/rack1/row2", Locality{"us", "us-east1", "rack1"}},
+		{"us.us-east1.rack1.row2", Locality{"us", "us-east1", "rack1"}},
+		// A slash anywhere means the slash form: dots stay in names.
+		{"us/us-east1.a", Locality{Region: "us", Zone: "us-east1.a"}},
+		{"us//rack1", Locality{Region: "us", Subzone: "rack1"}},
 	} {
 		if got := ParseLocality(tc.in); got != tc.want {
 			t.Errorf("ParseLocality(%q) = %+v, want %+v", tc.in, got, tc.want)

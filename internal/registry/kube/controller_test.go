@@ -226,6 +226,18 @@ func mustCreateNode(t *testing.T, name string, labels map[string]string) {
 	})
 }
 
+func mustUpdateNode(t *testing.T, name string, mutate func(*corev1.Node)) {
+	t.Helper()
+	n, err := env.Client.CoreV1().Nodes().Get(ctx(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(n)
+	if _, err := env.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating node %s: %v", name, err)
+	}
+}
+
 func nodeName(t *testing.T, suffix string) string {
 	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + suffix
 }
@@ -349,23 +361,12 @@ func TestNodeZoneChangeMovesLocality(t *testing.T) {
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z1/")
 	rec.take(ns)
 
-	n, err := env.Client.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Labels[corev1.LabelTopologyZone] = "z2"
-	if _, err := env.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustUpdateNode(t, node, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "z2" })
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z2/")
 	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 
 	// A node update that touches nothing we read changes nothing.
-	n, _ = env.Client.CoreV1().Nodes().Get(ctx(t), node, metav1.GetOptions{})
-	n.Spec.Unschedulable = true
-	if _, err := env.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	mustUpdateNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = true })
 	assertQuiet(t, rec, ns)
 }
 
@@ -592,5 +593,35 @@ func TestPodAndNodeDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEndpoints(t, c, host, 8080, "192.0.2.70:9090 HEALTHY /slice-zone/")
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+}
+
+// TestLocalityFromDeprecatedNodeLabels: a Node labelled only with the
+// deprecated failure-domain labels (older clusters, some providers) gives
+// its Pods' endpoints their locality, a change of the deprecated zone
+// moves them, and a Pod's topology.istio.io/locality label overrides its
+// Node.
+func TestLocalityFromDeprecatedNodeLabels(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	node := nodeName(t, "n")
+	mustCreateNode(t, node, map[string]string{
+		corev1.LabelFailureDomainBetaRegion: "old-r", corev1.LabelFailureDomainBetaZone: "old-z1",
+		"topology.istio.io/subzone": "rack3"})
+	mustCreatePod(t, ns, "p1", "192.0.2.80", node, map[string]string{"app": "loc"})
+	mustCreatePod(t, ns, "p2", "192.0.2.81", node, map[string]string{"app": "loc",
+		"topology.istio.io/locality": "pinned-r.pinned-z.pinned-s", "istio-locality": "legacy-r.legacy-z"})
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("loc", ns, "cluster.local")
+	mustCreateService(t, ns, "loc", grpcPort)
+	mustCreateSlice(t, slice(ns, "loc-1", "loc", 9090, "grpc-api",
+		sliceEndpoint{ip: "192.0.2.80", pod: "p1", node: node, zone: "slice-zone"},
+		sliceEndpoint{ip: "192.0.2.81", pod: "p2", node: node, zone: "slice-zone"}))
+	waitEndpoints(t, c, host, 8080,
+		"192.0.2.80:9090 HEALTHY old-r/old-z1/rack3, 192.0.2.81:9090 HEALTHY pinned-r/pinned-z/pinned-s")
+	rec.take(ns)
+
+	mustUpdateNode(t, node, func(n *corev1.Node) { n.Labels[corev1.LabelFailureDomainBetaZone] = "old-z2" })
+	waitEndpoints(t, c, host, 8080,
+		"192.0.2.80:9090 HEALTHY old-r/old-z2/rack3, 192.0.2.81:9090 HEALTHY pinned-r/pinned-z/pinned-s")
 	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 }

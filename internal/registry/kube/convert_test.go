@@ -19,6 +19,13 @@ const (
 	cvLabelRegion  = "topology.kubernetes.io/region"
 	cvLabelZone    = "topology.kubernetes.io/zone"
 	cvLabelSubzone = "topology.istio.io/subzone"
+	// The deprecated node labels Istio still reads when the GA ones are
+	// absent.
+	cvLabelBetaRegion = "failure-domain.beta.kubernetes.io/region"
+	cvLabelBetaZone   = "failure-domain.beta.kubernetes.io/zone"
+	// The pod labels that override the node's locality, newest first.
+	cvLabelLocality       = "topology.istio.io/locality"
+	cvLabelLegacyLocality = "istio-locality"
 )
 
 func TestHostname(t *testing.T) {
@@ -161,6 +168,13 @@ func TestLocality(t *testing.T) {
 	slashPod := cvPod("ns", "p", "10.0.0.1", "n1", map[string]string{"istio-locality": "r1/z1/s1"})
 	emptyLabelPod := cvPod("ns", "p", "10.0.0.1", "n1", map[string]string{"istio-locality": ""})
 	plainPod := cvPod("ns", "p", "10.0.0.1", "n1", map[string]string{"app": "a"})
+	labelled := func(labels map[string]string) *corev1.Pod { return cvPod("ns", "p", "10.0.0.1", "n1", labels) }
+	betaNode := cvNode("n4", map[string]string{cvLabelBetaRegion: "old-r", cvLabelBetaZone: "old-z", cvLabelSubzone: "rack2"})
+	bothNode := cvNode("n5", map[string]string{
+		cvLabelRegion: "ga-r", cvLabelZone: "ga-z", cvLabelBetaRegion: "old-r", cvLabelBetaZone: "old-z"})
+	mixedNode := cvNode("n6", map[string]string{cvLabelRegion: "ga-r", cvLabelBetaZone: "old-z"})
+	emptyGANode := cvNode("n7", map[string]string{cvLabelRegion: "", cvLabelBetaRegion: "old-r"})
+	subzoneOnlyNode := cvNode("n8", map[string]string{cvLabelSubzone: "rack9"})
 	zone := new("slice-zone")
 
 	tests := []struct {
@@ -181,6 +195,30 @@ func TestLocality(t *testing.T) {
 		{"no node: slice zone", plainPod, nil, zone, model.Locality{Zone: "slice-zone"}},
 		{"nothing known", nil, nil, nil, model.Locality{}},
 		{"pod without label, no node, no zone", plainPod, nil, nil, model.Locality{}},
+
+		// Pod labels as Istio's GetLocalityLabel reads them.
+		{"topology.istio.io/locality", labelled(map[string]string{cvLabelLocality: "r2.z2.s2"}), fullNode, zone,
+			model.Locality{Region: "r2", Zone: "z2", Subzone: "s2"}},
+		{"topology.istio.io/locality wins over istio-locality",
+			labelled(map[string]string{cvLabelLocality: "r2.z2", cvLabelLegacyLocality: "r1.z1.s1"}), fullNode, zone,
+			model.Locality{Region: "r2", Zone: "z2"}},
+		// Istio takes the newer label whenever it is present, empty or
+		// not, and an empty value means "ask the node".
+		{"empty topology.istio.io/locality hides istio-locality",
+			labelled(map[string]string{cvLabelLocality: "", cvLabelLegacyLocality: "r1.z1.s1"}), fullNode, zone,
+			model.Locality{Region: "us-east1", Zone: "us-east1-b", Subzone: "rack4"}},
+		{"parts past the subzone are ignored", labelled(map[string]string{cvLabelLocality: "r1.z1.s1.extra"}), nil, nil,
+			model.Locality{Region: "r1", Zone: "z1", Subzone: "s1"}},
+		{"slash form past the subzone", labelled(map[string]string{cvLabelLegacyLocality: "r1/z1/s1/extra"}), nil, nil,
+			model.Locality{Region: "r1", Zone: "z1", Subzone: "s1"}},
+
+		// Node labels: GA first, deprecated beta labels as fallback, each
+		// label on its own.
+		{"deprecated node labels", plainPod, betaNode, zone, model.Locality{Region: "old-r", Zone: "old-z", Subzone: "rack2"}},
+		{"GA node labels win over deprecated ones", plainPod, bothNode, zone, model.Locality{Region: "ga-r", Zone: "ga-z"}},
+		{"GA region, deprecated zone", plainPod, mixedNode, zone, model.Locality{Region: "ga-r", Zone: "old-z"}},
+		{"empty GA label falls back", plainPod, emptyGANode, zone, model.Locality{Region: "old-r"}},
+		{"subzone alone is a node locality", plainPod, subzoneOnlyNode, zone, model.Locality{Subzone: "rack9"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -833,14 +871,19 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 }
 
 func TestBuildEndpointsSkipsNodeLookupForPinnedPods(t *testing.T) {
-	f := newCVFixture()
-	f.addNode(cvNode("node-a", map[string]string{cvLabelZone: "z1"}))
-	f.addPod(cvPod("ns", "pinned", "10.0.0.4", "node-a", map[string]string{"istio-locality": "r9.z9"}))
-	slice := cvSlice("s", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 8080)},
-		cvEndpoint(cvPodRef("pinned"), true, "10.0.0.4"))
-	kube.BuildEndpoints(cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
-	if f.nodeLookups != 0 {
-		t.Errorf("looked up the node %d times for a pod whose label decides", f.nodeLookups)
+	for _, label := range []string{cvLabelLocality, cvLabelLegacyLocality} {
+		f := newCVFixture()
+		f.addNode(cvNode("node-a", map[string]string{cvLabelZone: "z1"}))
+		f.addPod(cvPod("ns", "pinned", "10.0.0.4", "node-a", map[string]string{label: "r9.z9"}))
+		slice := cvSlice("s", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 8080)},
+			cvEndpoint(cvPodRef("pinned"), true, "10.0.0.4"))
+		got := kube.BuildEndpoints(cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
+		if f.nodeLookups != 0 {
+			t.Errorf("%s: looked up the node %d times for a pod whose label decides", label, f.nodeLookups)
+		}
+		if len(got) != 1 || got[0].Locality != (model.Locality{Region: "r9", Zone: "z9"}) {
+			t.Errorf("%s: endpoints %+v", label, cvDeref(got))
+		}
 	}
 }
 

@@ -23,6 +23,9 @@ func TestUnchangedUpdates(t *testing.T) {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: rv,
 			Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
 	}
+	nodeWith := func(rv string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: rv, Labels: labels}}
+	}
 	svc := func(rv string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", ResourceVersion: rv}}
 	}
@@ -35,6 +38,18 @@ func TestUnchangedUpdates(t *testing.T) {
 		{"service changed", svc("5"), svc("6"), false},
 		{"node heartbeat", node("1", "z1"), node("2", "z1"), true},
 		{"node zone changed", node("1", "z1"), node("2", "z2"), false},
+		{"node deprecated zone changed",
+			nodeWith("1", map[string]string{corev1.LabelFailureDomainBetaZone: "z1"}),
+			nodeWith("2", map[string]string{corev1.LabelFailureDomainBetaZone: "z2"}), false},
+		{"node deprecated region added",
+			nodeWith("1", map[string]string{corev1.LabelTopologyZone: "z1"}),
+			nodeWith("2", map[string]string{corev1.LabelTopologyZone: "z1", corev1.LabelFailureDomainBetaRegion: "r1"}), false},
+		{"node subzone changed",
+			nodeWith("1", map[string]string{"topology.istio.io/subzone": "rack1"}),
+			nodeWith("2", map[string]string{"topology.istio.io/subzone": "rack2"}), false},
+		{"pod locality label changed",
+			pod("1", func(p *PodInfo) { p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z1"} }),
+			pod("2", func(p *PodInfo) { p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z2"} }), false},
 		{"pod status churn", pod("1", nil), pod("2", nil), true},
 		{"pod labels changed", pod("1", nil), pod("2", func(p *PodInfo) { p.Labels = map[string]string{"app": "b"} }), false},
 		{"pod IP changed", pod("1", nil), pod("2", func(p *PodInfo) { p.IPs = []string{"10.0.0.2"} }), false},

@@ -136,12 +136,25 @@ func TestPodInfoDeepCopy(t *testing.T) {
 	}
 }
 
+// stNodeLabels holds every label a locality may be read from: the
+// stripped Node must keep them all.
+func stNodeLabels() map[string]string {
+	return map[string]string{
+		"topology.kubernetes.io/region":            "r1",
+		"topology.kubernetes.io/zone":              "z1",
+		"failure-domain.beta.kubernetes.io/region": "old-r1",
+		"failure-domain.beta.kubernetes.io/zone":   "old-z1",
+		"topology.istio.io/subzone":                "rack1",
+		"kubernetes.io/hostname":                   "node-a",
+	}
+}
+
 func TestStripNode(t *testing.T) {
 	in := &corev1.Node{
 		TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "node-a", UID: "uid-n", ResourceVersion: "7",
-			Labels:        map[string]string{"topology.kubernetes.io/zone": "z1"},
+			Labels:        stNodeLabels(),
 			Annotations:   map[string]string{"a": "b"},
 			ManagedFields: stManaged,
 		},
@@ -155,7 +168,7 @@ func TestStripNode(t *testing.T) {
 	orig := in.DeepCopy()
 	want := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: "node-a", UID: "uid-n", ResourceVersion: "7",
-		Labels: map[string]string{"topology.kubernetes.io/zone": "z1"},
+		Labels: stNodeLabels(),
 	}}
 
 	out, err := kube.StripNode(in)
