@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -174,23 +172,10 @@ func TestSyncState(t *testing.T) {
 // unsubscribe, and its ACKs and held resources are recorded.
 func TestDeltaSyncState(t *testing.T) {
 	ts := startServer(t, baseStore())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(dial(t, ts.addr)).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := envoyNode("delta-envoy")
-	if err := st.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews, ratings}}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: r.GetNonce(), ResourceNamesUnsubscribe: []string{ratings}}); err != nil {
-		t.Fatal(err)
-	}
+	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
+	d.send(ClusterType, []string{reviews, ratings}, nil, "")
+	r := d.next()
+	d.send(ClusterType, nil, []string{ratings}, r.GetNonce())
 	ci := awaitClient(t, ts.Server, "delta ACK", func(c ClientInfo) bool { return c.Types["CDS"] != nil && c.Types["CDS"].Status == Synced })
 	cds := ci.Types["CDS"]
 	if !ci.Delta || ci.GRPC || ci.Kind() != "envoy" || !slices.Equal(cds.Subscribed, []string{reviews}) ||

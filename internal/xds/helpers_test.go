@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,18 +103,54 @@ func grpcNode(id, ns string) *core.Node {
 
 func envoyNode(id string) *core.Node { return &core.Node{Id: id, UserAgentName: "envoy"} }
 
+// responses reads a stream's messages into a channel, so that a test can
+// wait for the next one with a deadline.
+type responses[T any] struct {
+	recv chan T
+	errc chan error
+}
+
+func readResponses[T any](recv func() (T, error)) *responses[T] {
+	r := &responses[T]{recv: make(chan T, 100), errc: make(chan error, 1)}
+	go func() {
+		for {
+			m, err := recv()
+			if err != nil {
+				r.errc <- err
+				return
+			}
+			r.recv <- m
+		}
+	}()
+	return r
+}
+
+// next returns the next message, failing the test after the deadline.
+func (r *responses[T]) next(t testing.TB) T {
+	t.Helper()
+	select {
+	case m := <-r.recv:
+		return m
+	case err := <-r.errc:
+		t.Fatalf("stream ended: %v", err)
+	case <-time.After(wait):
+		t.Fatalf("no response within %v", wait)
+	}
+	var zero T
+	return zero
+}
+
 // adsStream is a raw state-of-the-world ADS client.
 type adsStream struct {
 	t      testing.TB
 	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	recv   chan *discovery.DiscoveryResponse
-	errc   chan error
+	in     *responses[*discovery.DiscoveryResponse] // nil until read
 	node   *core.Node
 	cancel context.CancelFunc
 }
 
 // openADS opens a stream; read=false leaves responses unread (a slow
-// client).
+// client) until read is called.
 func openADS(t testing.TB, cc *grpc.ClientConn, node *core.Node, read bool) *adsStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,22 +159,16 @@ func openADS(t testing.TB, cc *grpc.ClientConn, node *core.Node, read bool) *ads
 		cancel()
 		t.Fatal(err)
 	}
-	a := &adsStream{t: t, stream: st, recv: make(chan *discovery.DiscoveryResponse, 100), errc: make(chan error, 1), node: node, cancel: cancel}
+	a := &adsStream{t: t, stream: st, node: node, cancel: cancel}
 	t.Cleanup(cancel)
 	if read {
-		go func() {
-			for {
-				r, err := st.Recv()
-				if err != nil {
-					a.errc <- err
-					return
-				}
-				a.recv <- r
-			}
-		}()
+		a.read()
 	}
 	return a
 }
+
+// read starts reading the stream's responses.
+func (a *adsStream) read() { a.in = readResponses(a.stream.Recv) }
 
 func (a *adsStream) send(typeURL string, names []string, version, nonce string, nack error) {
 	a.t.Helper()
@@ -153,15 +184,7 @@ func (a *adsStream) send(typeURL string, names []string, version, nonce string, 
 // next returns the next response, failing the test after the deadline.
 func (a *adsStream) next() *discovery.DiscoveryResponse {
 	a.t.Helper()
-	select {
-	case r := <-a.recv:
-		return r
-	case err := <-a.errc:
-		a.t.Fatalf("stream ended: %v", err)
-	case <-time.After(wait):
-		a.t.Fatalf("no response within %v", wait)
-	}
-	return nil
+	return a.in.next(a.t)
 }
 
 // ack acknowledges r, subscribing to names.
@@ -231,4 +254,55 @@ func awaitCount(t testing.TB, c *atomic.Int64, n int64, what string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// deltaStream is a raw delta ADS client.
+type deltaStream struct {
+	t      testing.TB
+	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
+	in     *responses[*discovery.DeltaDiscoveryResponse]
+	node   *core.Node
+}
+
+func openDelta(t testing.TB, cc *grpc.ClientConn, node *core.Node) *deltaStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &deltaStream{t: t, stream: st, in: readResponses(st.Recv), node: node}
+}
+
+// send sends a request of typeURL; the node goes with every request.
+func (d *deltaStream) send(typeURL string, subscribe, unsubscribe []string, nonce string) {
+	d.t.Helper()
+	req := &discovery.DeltaDiscoveryRequest{Node: d.node, TypeUrl: typeURL, ResourceNamesSubscribe: subscribe,
+		ResourceNamesUnsubscribe: unsubscribe, ResponseNonce: nonce}
+	if err := d.stream.Send(req); err != nil {
+		d.t.Fatalf("send: %v", err)
+	}
+}
+
+// ack acknowledges r.
+func (d *deltaStream) ack(r *discovery.DeltaDiscoveryResponse) {
+	d.t.Helper()
+	d.send(r.GetTypeUrl(), nil, nil, r.GetNonce())
+}
+
+// next returns the next response, failing the test after the deadline.
+func (d *deltaStream) next() *discovery.DeltaDiscoveryResponse {
+	d.t.Helper()
+	return d.in.next(d.t)
+}
+
+// deltaNames lists the names of the resources of a delta response, sorted.
+func deltaNames(r *discovery.DeltaDiscoveryResponse) []string {
+	var out []string
+	for _, res := range r.GetResources() {
+		out = append(out, res.GetName())
+	}
+	slices.Sort(out)
+	return out
 }

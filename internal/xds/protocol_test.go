@@ -272,76 +272,103 @@ func TestEnvoyWildcard(t *testing.T) {
 // removals.
 func TestDelta(t *testing.T) {
 	ts := startServer(t, baseStore())
-	cc := dial(t, ts.addr)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv := make(chan *discovery.DeltaDiscoveryResponse, 10)
-	go func() {
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				close(recv)
-				return
-			}
-			recv <- r
-		}
-	}()
-	next := func() *discovery.DeltaDiscoveryResponse {
-		t.Helper()
-		select {
-		case r, ok := <-recv:
-			if !ok {
-				t.Fatal("stream ended")
-			}
-			return r
-		case <-ctx.Done():
-		case <-timeAfter(wait):
-			t.Fatal("no delta response")
-		}
-		return nil
-	}
-	node := envoyNode("delta-envoy")
-	send := func(req *discovery.DeltaDiscoveryRequest) {
-		t.Helper()
-		req.Node = node
-		if err := st.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local"}})
-	r := next()
-	var names []string
+	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
+	d.send(ClusterType, []string{reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local"}, nil, "")
+	r := d.next()
 	for _, res := range r.GetResources() {
-		names = append(names, res.GetName())
 		if res.GetVersion() == "" {
 			t.Errorf("%s has no version", res.GetName())
 		}
 	}
-	slices.Sort(names)
-	if !slices.Equal(names, []string{ratings, reviews}) {
-		t.Fatalf("delta CDS %v", names)
+	if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+		t.Fatalf("delta CDS %v", got)
 	}
-	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: r.GetNonce()})
+	d.ack(r)
 
 	// ratings' port changes: only ratings' old cluster is removed and the
 	// client learns nothing about reviews.
 	svc := service("ratings", "default", 7071)
 	ts.store.Update(svc, endpoints(7071, model.Healthy, "10.0.1.1"))
-	r = next()
+	r = d.next()
 	if len(r.GetResources()) != 0 || !slices.Equal(r.GetRemovedResources(), []string{ratings}) {
 		t.Fatalf("delta after port change: %d resources, removed %v", len(r.GetResources()), r.GetRemovedResources())
 	}
-	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: r.GetNonce()})
+	d.ack(r)
 
 	// Subscribing to one more name sends just it.
-	send(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"outbound|7071||ratings.default.svc.cluster.local"}})
-	r = next()
-	if len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "outbound|7071||ratings.default.svc.cluster.local" {
-		t.Fatalf("delta after subscribe: %v", r.GetResources())
+	d.send(ClusterType, []string{"outbound|7071||ratings.default.svc.cluster.local"}, nil, "")
+	r = d.next()
+	if got := deltaNames(r); !slices.Equal(got, []string{"outbound|7071||ratings.default.svc.cluster.local"}) {
+		t.Fatalf("delta after subscribe: %v", got)
+	}
+}
+
+// TestDeltaWildcardAndExplicitName: a name subscribed explicitly and
+// also covered by a wildcard subscription gets a removal when its
+// resource goes, like any name of the wildcard set.
+func TestDeltaWildcardAndExplicitName(t *testing.T) {
+	ts := startServer(t, baseStore())
+	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
+	d.send(ClusterType, []string{"*", reviews}, nil, "")
+	r := d.next()
+	if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+		t.Fatalf("wildcard CDS %v", got)
+	}
+	d.ack(r)
+	ts.store.Delete("reviews.default.svc.cluster.local")
+	r = d.next()
+	if len(r.GetResources()) != 0 || !slices.Equal(r.GetRemovedResources(), []string{reviews}) {
+		t.Fatalf("after the delete: resources %v, removed %v", deltaNames(r), r.GetRemovedResources())
+	}
+}
+
+// TestDeltaUnsubscribeUnderWildcard: a client subscribed to the wildcard
+// that unsubscribes a name it also named explicitly can no longer tell
+// whether the name is in the wildcard set, so the server must say: the
+// resource when it exists, its removal when it does not (as
+// go-control-plane's subscription state expects of a cache: it marks the
+// name returned with an empty version).
+func TestDeltaUnsubscribeUnderWildcard(t *testing.T) {
+	const nosuch = "outbound|1||nosuch.default.svc.cluster.local"
+	for _, tc := range []struct {
+		name            string
+		resent, removed []string
+	}{
+		{reviews, []string{reviews}, nil},
+		{nosuch, nil, []string{nosuch}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, baseStore())
+			d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
+			d.send(ClusterType, []string{"*", tc.name}, nil, "")
+			r := d.next()
+			if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+				t.Fatalf("wildcard CDS %v", got)
+			}
+			d.ack(r)
+			d.send(ClusterType, nil, []string{tc.name}, "")
+			r = d.next()
+			if got := deltaNames(r); !slices.Equal(got, tc.resent) || !slices.Equal(r.GetRemovedResources(), tc.removed) {
+				t.Fatalf("after unsubscribing %s: resources %v, removed %v; want %v, %v", tc.name, got, r.GetRemovedResources(), tc.resent, tc.removed)
+			}
+		})
+	}
+}
+
+// TestDeltaWildcardListeners: Envoy's first wildcard LDS request on a
+// delta stream is answered at once, with no listeners (meshpilot makes
+// only the API listeners of gRPC clients): Envoy waits for that answer,
+// up to its initial_fetch_timeout, before it finishes starting.
+func TestDeltaWildcardListeners(t *testing.T) {
+	ts := startServer(t, baseStore())
+	cc := dial(t, ts.addr)
+	for _, subscribe := range [][]string{nil, {"*"}} {
+		d := openDelta(t, cc, envoyNode("delta-envoy"))
+		d.send(ListenerType, subscribe, nil, "")
+		r := d.next()
+		if r.GetTypeUrl() != ListenerType || len(r.GetResources()) != 0 || len(r.GetRemovedResources()) != 0 {
+			t.Fatalf("subscribe %q: %s with resources %v, removed %v", subscribe, r.GetTypeUrl(), deltaNames(r), r.GetRemovedResources())
+		}
 	}
 }
 
@@ -409,11 +436,11 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	a := openADS(t, cc, grpcNode("early", "default"), true)
 	_ = a.stream.Send(&discovery.DiscoveryRequest{Node: a.node, TypeUrl: ClusterType, ResourceNames: []string{reviews}})
 	select {
-	case err := <-a.errc:
+	case err := <-a.in.errc:
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("got %v, want Unavailable", err)
 		}
-	case r := <-a.recv:
+	case r := <-a.in.recv:
 		t.Fatalf("got a response before ready: %v", r)
 	case <-timeAfter(wait):
 		t.Fatal("stream neither failed nor answered")

@@ -418,19 +418,40 @@ func (s *Server) build(t typeIndex, key, name string, host model.Hostname, m pro
 	return e
 }
 
-// names returns what a watch covers: its subscribed names, or for a
-// wildcard subscription everything of the type.
+// names returns what a watch covers: its subscribed names, and for a
+// wildcard subscription everything of the type too. A name subscribed
+// explicitly stays covered when its resource goes, so that a wildcard
+// client that named it is told of the removal.
 func (s *Server) names(w *watch) []string {
-	if w.wildcard {
-		switch w.typ {
-		case tCluster, tRoute:
-			return s.gen.ClusterNames()
-		case tEndpoint:
-			return s.gen.EndpointNames()
-		}
-		return nil
+	subscribed := w.sub.SubscribedResources()
+	if !w.wildcard {
+		return slices.Sorted(maps.Keys(subscribed))
 	}
-	return slices.Sorted(maps.Keys(w.sub.SubscribedResources()))
+	all := s.wildcardNames(w.typ)
+	if len(subscribed) == 0 {
+		return all
+	}
+	seen := make(map[string]struct{}, len(all))
+	for _, n := range all {
+		seen[n] = struct{}{}
+	}
+	for n := range subscribed {
+		if _, ok := seen[n]; !ok {
+			all = append(all, n)
+		}
+	}
+	return all
+}
+
+// wildcardNames lists everything of a type a wildcard subscription gets.
+func (s *Server) wildcardNames(t typeIndex) []string {
+	switch t {
+	case tCluster, tRoute:
+		return s.gen.ClusterNames()
+	case tEndpoint:
+		return s.gen.EndpointNames()
+	}
+	return nil
 }
 
 // isWildcard: only non-gRPC clients may subscribe to everything; a gRPC
@@ -563,16 +584,23 @@ func (s *Server) delta(w *watch, change time.Time) *deltaResponse {
 		}
 	}
 	if w.wildcard {
-		for n, v := range returned {
-			if _, ok := covered[n]; !ok && v != "" {
-				if _, sub := w.sub.SubscribedResources()[n]; !sub {
-					removed = append(removed, n)
-					delete(next, n)
-				}
+		// Names the client holds that left the wildcard set. An empty
+		// version is a name it unsubscribed while subscribed to the
+		// wildcard: go-control-plane marks it so that the client is told
+		// whether it still exists, and here it does not.
+		for n := range returned {
+			if _, ok := covered[n]; !ok {
+				removed = append(removed, n)
+				delete(next, n)
 			}
 		}
 	}
-	initialWildcard := w.wildcard && w.dreq.GetResponseNonce() == ""
+	// The first request of a wildcard subscription is answered even with
+	// nothing in it: Envoy waits for that answer (up to its
+	// initial_fetch_timeout) before it finishes starting. That holds for
+	// listeners too, which meshpilot never serves to Envoy. go-control-plane
+	// knows a first request by its empty nonce, as its own caches do.
+	initialWildcard := w.sub.IsWildcard() && w.dreq.GetResponseNonce() == ""
 	if len(res) == 0 && len(removed) == 0 && !initialWildcard {
 		return nil
 	}
@@ -714,7 +742,7 @@ func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, e
 	c := ClientFromNode(req.GetNode())
 	names := req.GetResourceNames()
 	if len(names) == 0 && !c.GRPC && t != tListener {
-		names = s.names(&watch{typ: t, wildcard: true})
+		names = s.wildcardNames(t)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
