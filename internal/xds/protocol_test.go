@@ -642,3 +642,38 @@ func TestEndpointsPerClientKind(t *testing.T) {
 		grpcc.ack(rg, []string{reviews})
 	}
 }
+
+// TestMarshalledOncePerContent: however many clients hold a resource, a
+// change marshals it once per variant (ClusterLoadAssignments have one
+// per client kind), and what is unchanged is not marshalled again.
+func TestMarshalledOncePerContent(t *testing.T) {
+	const perKind = 10
+	ts := startServer(t, baseStore())
+	cc := dial(t, ts.addr)
+	var clients []*adsStream
+	for i := range perKind {
+		clients = append(clients, openADS(t, cc, grpcNode("grpc-"+itoa(i), "default"), true),
+			openADS(t, cc, envoyNode("envoy-"+itoa(i)), true))
+	}
+	for _, a := range clients {
+		for _, typ := range []string{ClusterType, EndpointType} {
+			a.send(typ, []string{reviews}, "", "", nil)
+			a.ack(a.next(), []string{reviews})
+		}
+	}
+	// One cluster, and one ClusterLoadAssignment per client kind.
+	if got := ts.Stats().Marshals; got != 3 {
+		t.Fatalf("%d marshals for %d clients of one cluster and its endpoints, want 3", got, len(clients))
+	}
+
+	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
+	for _, a := range clients {
+		r := a.next()
+		if got := claAddrs(t, r); r.GetTypeUrl() != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
+			t.Fatalf("%s got %s %v", a.node.GetId(), r.GetTypeUrl(), got)
+		}
+	}
+	if got := ts.Stats().Marshals; got != 3+2 {
+		t.Fatalf("%d marshals after one endpoint change, want 3 + one per client kind", got)
+	}
+}

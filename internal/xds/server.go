@@ -88,6 +88,7 @@ type Server struct {
 	watchesByHost  map[model.Hostname]map[*watch]struct{}
 	watchesByLabel map[string]map[*watch]struct{}
 	wildcard       [numTypes]map[*watch]struct{}
+	marshals       uint64 // see Stats.Marshals
 	nacks          atomic.Uint64
 
 	tracker *clientTracker
@@ -264,13 +265,16 @@ type Stats struct {
 	Watches int
 	// Resources is the number of generated resources held.
 	Resources int
+	// Marshals counts the resources marshalled since the server started:
+	// once per content and variant, however many clients get it.
+	Marshals uint64
 }
 
 // Stats returns the current figures.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var st Stats
+	st := Stats{Marshals: s.marshals}
 	ws := map[*watch]struct{}{}
 	for _, m := range s.watchesByHost {
 		maps.Copy(ws, m)
@@ -408,7 +412,11 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 	return e
 }
 
+// build marshals a generated resource into an entry. s.mu is held.
 func (s *Server) build(t typeIndex, key, name string, host model.Hostname, m proto.Message) *entry {
+	if m != nil {
+		s.marshals++
+	}
 	e, err := newEntry(typeURLs[t], name, host, m)
 	if err != nil {
 		s.log.Error("xds: cannot marshal resource", "type", t.short(), "name", name, "err", err)
