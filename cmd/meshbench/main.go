@@ -56,10 +56,12 @@ process, opens simulated proxyless gRPC clients (state-of-the-world ADS,
 LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
 
   converge  from each client's stream open to holding all it needs
-  churn     from an EndpointSlice write (one new endpoint) returning to
-            each subscribed client holding the new address
-  cost      meshpilot's CPU seconds and memory after sync, convergence
-            and churn
+  churn     from an EndpointSlice write (one new ready endpoint) to each
+            subscribed client holding the new address as HEALTHY: from
+            the write's start, and from its return (negative for clients
+            that had it before the write returned; the count is shown)
+  cost      meshpilot's CPU seconds and memory after sync, convergence,
+            the settle pause and churn, each phase's CPU time its own
 
 Run it from the meshpilot repository (it builds cmd/meshpilot and
 kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,

@@ -8,10 +8,12 @@
 // grpc-go does) and measures:
 //   - convergence: from each client's stream open to it holding every
 //     ClusterLoadAssignment it needs;
-//   - churn: from the API write of an EndpointSlice with a new endpoint
-//     returning to each subscribed client holding the new address;
-//   - meshpilot's CPU time and memory (/proc) after sync, after convergence
-//     and after churn.
+//   - churn: from the API write of an EndpointSlice with a new ready
+//     endpoint to each subscribed client holding the new address as
+//     HEALTHY, from the write's start and from its return (negative when
+//     the client had it first; how many did is counted);
+//   - meshpilot's CPU time and memory (/proc) after sync, after convergence,
+//     after the settle pause and after churn.
 //
 // Endpoint addresses come from 10.128.0.0/9 and are never dialled.
 package bench
@@ -357,6 +359,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+		// The pause's CPU time (that push, profiles) is not churn's.
+		res.snapshot(proc, "settled")
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
 		waitChurnProfile := cpuProfile(time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
 		churn, err := runChurn(ctx, w, tr, rng, subscribed, &cfg, clientErrs)
@@ -609,16 +613,18 @@ func (t *tracker) churn(changes []*change, services []*service, start time.Time,
 			d := at.Sub(ch.writeDone)
 			if !ok || d > missTimeout {
 				r.Misses++
-				rec.LatencyMS = append(rec.LatencyMS, -1)
+				rec.FromStartMS = append(rec.FromStartMS, -1)
 				continue
 			}
 			fromStart = append(fromStart, at.Sub(ch.writeStart))
+			rec.FromStartMS = append(rec.FromStartMS, ms(at.Sub(ch.writeStart)))
+			// The API server tells its watchers while its reply to the
+			// writer is still on the way: a client may hold the change
+			// before the write returns. Its latency stays negative.
 			if d < 0 {
 				r.BeforeWriteReturned++
-				d = 0
 			}
 			lat = append(lat, d)
-			rec.LatencyMS = append(rec.LatencyMS, ms(d))
 		}
 		r.PerChange = append(r.PerChange, rec)
 		delete(t.pending, ch.addr)

@@ -3,11 +3,16 @@ package bench
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -57,8 +62,14 @@ func TestSmallRun(t *testing.T) {
 	if ch.P50MS > ch.P90MS || ch.P90MS > ch.P99MS || ch.P99MS > ch.MaxMS || ch.MaxMS >= cfg.MissTimeout.Seconds()*1000 {
 		t.Errorf("churn percentiles out of order: %+v", *ch)
 	}
-	if len(res.Phases) != 3 {
-		t.Fatalf("phases = %+v, want sync, converged, churn", res.Phases)
+	// The pause between convergence and churn is a phase of its own, so
+	// that churn's CPU time is churn's alone.
+	var phases []string
+	for _, p := range res.Phases {
+		phases = append(phases, p.Name)
+	}
+	if want := []string{"sync", "converged", "settled", "churn"}; !slices.Equal(phases, want) {
+		t.Fatalf("phases %v, want %v", phases, want)
 	}
 	for i, p := range res.Phases {
 		if p.RSS <= 0 || p.HWM < p.RSS || p.CPUSeconds <= 0 || p.CPUDelta < 0 || p.Threads <= 0 {
@@ -139,5 +150,103 @@ func TestMissingBinary(t *testing.T) {
 	_, err := Run(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no-such-meshpilot") {
 		t.Fatalf("err = %v, want one naming the binary", err)
+	}
+}
+
+// sightings records what an adsClient reports.
+type sightings struct{ addrs []string }
+
+func (s *sightings) observe(_ int, addr string, _ time.Time) { s.addrs = append(s.addrs, addr) }
+func (s *sightings) converged(int, time.Time)                {}
+
+func loadAssignment(name string, health map[string]core.HealthStatus) *endpoint.ClusterLoadAssignment {
+	var lbs []*endpoint.LbEndpoint
+	for _, addr := range slices.Sorted(maps.Keys(health)) {
+		lbs = append(lbs, &endpoint.LbEndpoint{
+			HealthStatus: health[addr],
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{
+				Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{Address: addr}},
+			}}},
+		})
+	}
+	return &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}}
+}
+
+// A churn change adds a ready endpoint: it has reached a client when the
+// client would send it requests, which grpc-go does for HEALTHY and
+// UNKNOWN endpoints only.
+func TestClientCountsAnEndpointWhenItTakesTraffic(t *testing.T) {
+	const name = "outbound|7070||svc-0.bench-0.svc.cluster.local"
+	obs := &sightings{}
+	c := newADSClient(0, "bench-0", []string{"svc-0.bench-0.svc.cluster.local:7070"}, obs, &clientStats{})
+	for _, step := range []struct {
+		health core.HealthStatus
+		want   []string // addresses newly counted
+	}{
+		{core.HealthStatus_UNHEALTHY, []string{"10.128.0.1"}},
+		{core.HealthStatus_DRAINING, nil},
+		{core.HealthStatus_HEALTHY, []string{"10.128.0.2"}},
+		{core.HealthStatus_HEALTHY, nil}, // still there: not new
+		{core.HealthStatus_UNHEALTHY, nil},
+		{core.HealthStatus_UNKNOWN, []string{"10.128.0.2"}}, // back in service
+	} {
+		obs.addrs = nil
+		c.updateCLA(name, loadAssignment(name, map[string]core.HealthStatus{
+			"10.128.0.1": core.HealthStatus_HEALTHY, "10.128.0.2": step.health,
+		}), time.Now())
+		if !slices.Equal(obs.addrs, step.want) {
+			t.Fatalf("10.128.0.2 %s: counted %v, want %v", step.health, obs.addrs, step.want)
+		}
+	}
+}
+
+// Pairs seen before the write returned keep their true, negative latency
+// from the write returning, and the result says how many there were.
+func TestChurnReportsPairsSeenBeforeTheWriteReturned(t *testing.T) {
+	tr := newTracker(3)
+	tr.byService = [][]int{{0, 1, 2}}
+	ch := tr.expect("10.128.0.9", 0)
+	start := ch.writeStart
+	tr.written(ch, start.Add(10*time.Millisecond))
+	// Two clients hold the change before the write returned.
+	tr.observe(0, ch.addr, start.Add(6*time.Millisecond))
+	tr.observe(1, ch.addr, start.Add(9*time.Millisecond))
+	tr.observe(2, ch.addr, start.Add(30*time.Millisecond))
+	services := []*service{{hostname: "svc-0.bench-0.svc.cluster.local"}}
+
+	r := tr.churn([]*change{ch}, services, start, time.Second)
+	if r.Pairs != 3 || r.Misses != 0 || r.BeforeWriteReturned != 2 {
+		t.Fatalf("pairs %d, misses %d, seen before the write returned %d; want 3, 0, 2", r.Pairs, r.Misses, r.BeforeWriteReturned)
+	}
+	if r.P50MS != -1 || r.MaxMS != 20 || r.MeanMS != 5 {
+		t.Errorf("from the write returning: p50 %v, max %v, mean %v; want -1, 20, 5 (over -4, -1 and 20 ms)", r.P50MS, r.MaxMS, r.MeanMS)
+	}
+	if fs := r.FromWriteStart; fs.P50MS != 9 || fs.MaxMS != 30 {
+		t.Errorf("from the write's start: %+v; want p50 9, max 30", fs)
+	}
+	if pc := r.PerChange; len(pc) != 1 || !slices.Equal(pc[0].FromStartMS, []float64{6, 9, 30}) || pc[0].WriteMS != 10 {
+		t.Errorf("per-change record %+v; want 6, 9 and 30 ms from the start of a 10 ms write", pc)
+	}
+
+	res := &Result{Churn: r}
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	if want := "2 of 3 (client, change) pairs were seen before the slice write returned"; !strings.Contains(sum.String(), want) {
+		t.Errorf("summary does not say %q:\n%s", want, sum.String())
+	}
+}
+
+// A client that never sees a change is a miss, whatever the order of the
+// other pairs.
+func TestChurnCountsMisses(t *testing.T) {
+	tr := newTracker(2)
+	tr.byService = [][]int{{0, 1}}
+	ch := tr.expect("10.128.0.9", 0)
+	start := ch.writeStart
+	tr.written(ch, start.Add(5*time.Millisecond))
+	tr.observe(1, ch.addr, start.Add(8*time.Millisecond))
+	r := tr.churn([]*change{ch}, []*service{{hostname: "svc-0"}}, start, time.Second)
+	if r.Pairs != 2 || r.Misses != 1 || !slices.Equal(r.PerChange[0].FromStartMS, []float64{-1, 8}) {
+		t.Fatalf("pairs %d, misses %d, per change %+v; want 2 pairs, 1 miss, [-1 8]", r.Pairs, r.Misses, r.PerChange)
 	}
 }

@@ -56,9 +56,9 @@ type clientStats struct {
 
 // adsClient is one simulated proxyless gRPC client: one state-of-the-world
 // ADS stream that follows LDS -> RDS -> CDS -> EDS as grpc-go does, ACKs
-// every response and keeps the endpoint addresses of every
-// ClusterLoadAssignment it holds. All of its state belongs to its receive
-// loop.
+// every response and keeps, for every ClusterLoadAssignment it holds, the
+// addresses it would send requests to. All of its state belongs to its
+// receive loop.
 type adsClient struct {
 	id        int
 	node      *core.Node
@@ -74,8 +74,9 @@ type adsClient struct {
 	listenerRoute map[string]string   // listener -> route configuration
 	routeClusters map[string][]string // route configuration -> clusters
 	clusterEDS    map[string]string   // cluster -> EDS service name
-	clas          map[string]map[string]struct{}
-	converged     bool
+	// Per ClusterLoadAssignment, the addresses that take traffic.
+	clas      map[string]map[string]struct{}
+	converged bool
 
 	opened time.Time
 }
@@ -274,13 +275,17 @@ func (c *adsClient) prune(t int) {
 	}
 }
 
+// updateCLA keeps the addresses of a ClusterLoadAssignment that take
+// traffic and tells the observer of each one new since the last: a change
+// has reached a client when the client would send the endpoint requests,
+// not merely when it lists it.
 func (c *adsClient) updateCLA(name string, cla *endpoint.ClusterLoadAssignment, now time.Time) {
 	old := c.clas[name]
 	cur := make(map[string]struct{}, len(old)+1)
 	for _, l := range cla.GetEndpoints() {
 		for _, lb := range l.GetLbEndpoints() {
 			addr := lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
-			if addr == "" {
+			if addr == "" || !takesTraffic(lb.GetHealthStatus()) {
 				continue
 			}
 			cur[addr] = struct{}{}
@@ -290,6 +295,13 @@ func (c *adsClient) updateCLA(name string, cla *endpoint.ClusterLoadAssignment, 
 		}
 	}
 	c.clas[name] = cur
+}
+
+// takesTraffic says whether grpc-go sends requests to an endpoint of this
+// health: it keeps HEALTHY and UNKNOWN endpoints and drops the rest
+// (grpc-go's cdsbalancer, configbuilder.go).
+func takesTraffic(h core.HealthStatus) bool {
+	return h == core.HealthStatus_HEALTHY || h == core.HealthStatus_UNKNOWN
 }
 
 // keepOnly drops from m the names missing from a full-state response.

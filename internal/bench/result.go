@@ -22,8 +22,9 @@ type Result struct {
 	SyncSeconds float64           `json:"sync_seconds"`
 	Convergence ConvergenceResult `json:"convergence"`
 	Churn       *ChurnResult      `json:"churn,omitempty"`
-	// Phases are meshpilot's usage after sync, after convergence and after
-	// churn.
+	// Phases are meshpilot's usage after sync, after convergence, after
+	// the settle pause ("settled") and after churn; each phase's CPU time
+	// is its own.
 	Phases []Phase    `json:"phases"`
 	XDS    XDSTraffic `json:"xds"`
 	// Seconds is the length of the whole run.
@@ -55,24 +56,32 @@ type ConvergenceResult struct {
 	MaxMS   float64 `json:"max_ms"`
 }
 
-// ChurnResult: latencies over all (subscribed client, change) pairs, from
-// the EndpointSlice write returning to the client holding the new address.
+// ChurnResult: latencies over all (subscribed client, change) pairs. Each
+// change adds a ready endpoint to an EndpointSlice; it has reached a
+// client when the client holds the new address as HEALTHY, so that it
+// would send it requests.
 type ChurnResult struct {
 	Changes int     `json:"changes"`
 	Seconds float64 `json:"seconds"`
 	Pairs   int     `json:"pairs"`
-	P50MS   float64 `json:"p50_ms"`
-	P90MS   float64 `json:"p90_ms"`
-	P99MS   float64 `json:"p99_ms"`
-	MaxMS   float64 `json:"max_ms"`
-	MeanMS  float64 `json:"mean_ms"`
+	// P50MS to MeanMS are measured from the EndpointSlice write call
+	// returning. The API server tells its watchers while its reply is
+	// still on the way, so a client may hold a change before the write
+	// returns: such a pair has a negative latency (see
+	// BeforeWriteReturned).
+	P50MS  float64 `json:"p50_ms"`
+	P90MS  float64 `json:"p90_ms"`
+	P99MS  float64 `json:"p99_ms"`
+	MaxMS  float64 `json:"max_ms"`
+	MeanMS float64 `json:"mean_ms"`
 	// Misses are pairs not seen within the miss timeout.
 	Misses int `json:"misses"`
 	// BeforeWriteReturned counts pairs seen before the write call
-	// returned; they count as 0 ms.
+	// returned: their latency from the write returning is negative.
 	BeforeWriteReturned int `json:"before_write_returned"`
 	// FromWriteStart measures the same pairs from the start of the
-	// EndpointSlice write, which includes the API server's own latency.
+	// EndpointSlice write, which includes the API server's own latency
+	// and is never negative.
 	FromWriteStart Percentiles `json:"from_write_start"`
 	// SliceWrite is how long the EndpointSlice update call took.
 	SliceWrite Percentiles `json:"slice_write"`
@@ -88,9 +97,10 @@ type ChangeRecord struct {
 	StartMS float64 `json:"start_ms"`
 	// WriteMS is how long the slice write took.
 	WriteMS float64 `json:"write_ms"`
-	// LatencyMS per subscribed client, from the write returning; -1 is a
-	// miss.
-	LatencyMS []float64 `json:"latency_ms"`
+	// FromStartMS per subscribed client, from the start of the write;
+	// -1 is a miss. Less WriteMS, it is the latency from the write
+	// returning.
+	FromStartMS []float64 `json:"from_start_ms"`
 }
 
 // Percentiles of a latency distribution, in milliseconds.
@@ -152,13 +162,17 @@ func (r *Result) WriteSummary(out io.Writer) {
 	cv := r.Convergence
 	fmt.Fprintf(tw, "converge (%d clients)\t%.1f\t-\t%.1f\t%.1f\t%.1f\t-\t\n", cv.Clients, cv.P50MS, cv.P99MS, cv.MaxMS, cv.AllMS)
 	if ch := r.Churn; ch != nil {
-		fmt.Fprintf(tw, "churn (%d pairs)\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS, ch.Misses)
 		fs := ch.FromWriteStart
-		fmt.Fprintf(tw, "  from write start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS)
+		fmt.Fprintf(tw, "churn (%d pairs), from the write's start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS, ch.Misses)
+		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 		ws := ch.SliceWrite
-		fmt.Fprintf(tw, "  slice write itself\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ws.P50MS, ws.P90MS, ws.P99MS, ws.MaxMS)
+		fmt.Fprintf(tw, "  the slice write itself\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ws.P50MS, ws.P90MS, ws.P99MS, ws.MaxMS)
 	}
 	tw.Flush()
+	if ch := r.Churn; ch != nil {
+		fmt.Fprintf(out, "churn: a pair counts when the client holds the new endpoint as HEALTHY; %d of %d (client, change) pairs were seen before the slice write returned (negative from the write returning)\n",
+			ch.BeforeWriteReturned, ch.Pairs)
+	}
 	fmt.Fprintln(out)
 
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
