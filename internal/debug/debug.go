@@ -102,7 +102,7 @@ func Endpointz(d model.ServiceDiscovery) []ServiceEndpoints {
 	for _, s := range svcs {
 		se := ServiceEndpoints{Hostname: s.Hostname, Ports: []PortEndpoints{}}
 		for _, p := range s.Ports {
-			eps := d.Endpoints(s.Hostname, p.Port, nil)
+			eps := d.EndpointsByPortName(s.Hostname, p.Name, nil)
 			if eps == nil {
 				eps = []*model.Endpoint{}
 			}

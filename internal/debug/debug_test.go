@@ -102,3 +102,26 @@ func TestPages(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointzShowsEachPortItsOwn: kube-dns's "dns" 53/UDP and "dns-tcp"
+// 53/TCP share a number; each row shows its own port's endpoints.
+func TestEndpointzShowsEachPortItsOwn(t *testing.T) {
+	store := model.NewStore()
+	host := model.Hostname("kube-dns.kube-system.svc.cluster.local")
+	store.Update(&model.Service{Hostname: host, Name: "kube-dns", Namespace: "kube-system", Ports: []model.Port{
+		{Name: "dns", Port: 53, Protocol: model.UDP}, {Name: "dns-tcp", Port: 53, Protocol: model.TCP},
+	}}, []*model.Endpoint{
+		{Address: "10.0.0.1", Port: 5353, ServicePortName: "dns"},
+		{Address: "10.0.0.1", Port: 5354, ServicePortName: "dns-tcp"},
+	})
+	got := Endpointz(storeDiscovery{store})
+	if len(got) != 1 || len(got[0].Ports) != 2 {
+		t.Fatalf("Endpointz = %+v", got)
+	}
+	for i, want := range []uint32{5353, 5354} {
+		p := got[0].Ports[i]
+		if len(p.Endpoints) != 1 || p.Endpoints[0].Port != want {
+			t.Errorf("port %s: endpoints %+v, want one on %d", p.Name, p.Endpoints, want)
+		}
+	}
+}

@@ -10,10 +10,14 @@ type ServiceDiscovery interface {
 	Services() []*Service
 	// GetService returns the service with that hostname, or nil.
 	GetService(hostname Hostname) *Service
-	// Endpoints returns the endpoints that serve the given service port
-	// (by port number) and whose labels match selector (nil: all), in a
-	// stable order.
+	// Endpoints returns the endpoints that serve the service port a
+	// number means (Service.PortByNumber) and whose labels match selector
+	// (nil: all), in a stable order.
 	Endpoints(hostname Hostname, port int32, selector Labels) []*Endpoint
+	// EndpointsByPortName is Endpoints for the service port with that
+	// name: a port number may name two ports (see Service.PortByNumber),
+	// a name only one.
+	EndpointsByPortName(hostname Hostname, portName string, selector Labels) []*Endpoint
 	// WorkloadByIP returns the workload that holds the IP, or nil.
 	WorkloadByIP(ip string) *Workload
 }

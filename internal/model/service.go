@@ -118,14 +118,34 @@ type Service struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 }
 
-// PortByNumber returns the service port with that number.
+// PortByNumber returns the port a number means: the first port with that
+// number whose protocol is not UDP. Kubernetes lets one number carry two
+// protocols (kube-dns has "dns" 53/UDP and "dns-tcp" 53/TCP), while the
+// clusters and listeners meshpilot serves are TCP, so a UDP port is never
+// what a number means, and a number used by UDP alone means no port.
+// Istio's PortList.GetByPort follows the same rule. Everything that looks
+// a port up by number (cluster and listener names, Endpoints) goes
+// through here.
 func (s *Service) PortByNumber(port int32) (Port, bool) {
 	for _, p := range s.Ports {
-		if p.Port == port {
+		if p.Port == port && p.Protocol != UDP {
 			return p, true
 		}
 	}
 	return Port{}, false
+}
+
+// PortsByNumber lists, in the order of Ports, the port each number means
+// (see PortByNumber): one per number, none for UDP. It is what clients can
+// ask for by number, one cluster each.
+func (s *Service) PortsByNumber() []Port {
+	var out []Port
+	for _, p := range s.Ports {
+		if q, ok := s.PortByNumber(p.Port); ok && q.Name == p.Name {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Equal reports whether two services carry the same content.

@@ -22,9 +22,12 @@ type Store struct {
 }
 
 type storedService struct {
-	svc    *Service
-	eps    []*Endpoint           // sorted by endpointLess
-	byPort map[int32][]*Endpoint // service port number -> endpoints
+	svc *Service
+	eps []*Endpoint // sorted by endpointCompare
+	// byPortName holds, per service port name, the run of eps that serves
+	// it. Endpoints are indexed by name because a number may name two
+	// ports (see Service.PortByNumber).
+	byPortName map[string][]*Endpoint
 }
 
 // NewStore returns an empty store.
@@ -67,7 +70,7 @@ func (s *Store) UpdateObserved(svc *Service, endpoints []*Endpoint, observed tim
 		s.mu.Unlock()
 		return false
 	}
-	s.services[svc.Hostname] = &storedService{svc: svc, eps: eps, byPort: indexByPort(svc, eps)}
+	s.services[svc.Hostname] = &storedService{svc: svc, eps: eps, byPortName: indexByPortName(eps)}
 	handlers := s.handlers
 	s.mu.Unlock()
 
@@ -125,17 +128,38 @@ func (s *Store) GetService(hostname Hostname) *Service {
 	return nil
 }
 
-// Endpoints returns the endpoints of a service port whose labels match
-// selector, sorted by address and port. The slice is shared: do not
-// modify it.
+// Endpoints returns the endpoints of the service port a number means (see
+// Service.PortByNumber) whose labels match selector, sorted by address and
+// port. The slice is shared: do not modify it.
 func (s *Store) Endpoints(hostname Hostname, port int32, selector Labels) []*Endpoint {
-	s.mu.RLock()
-	st := s.services[hostname]
-	s.mu.RUnlock()
+	st := s.get(hostname)
 	if st == nil {
 		return nil
 	}
-	eps := st.byPort[port]
+	p, ok := st.svc.PortByNumber(port)
+	if !ok {
+		return nil
+	}
+	return selectEndpoints(st.byPortName[p.Name], selector)
+}
+
+// EndpointsByPortName is Endpoints for the service port with that name,
+// whatever its protocol.
+func (s *Store) EndpointsByPortName(hostname Hostname, portName string, selector Labels) []*Endpoint {
+	st := s.get(hostname)
+	if st == nil {
+		return nil
+	}
+	return selectEndpoints(st.byPortName[portName], selector)
+}
+
+func (s *Store) get(hostname Hostname) *storedService {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.services[hostname]
+}
+
+func selectEndpoints(eps []*Endpoint, selector Labels) []*Endpoint {
 	if len(selector) == 0 {
 		return eps
 	}
@@ -168,16 +192,20 @@ func (s *Store) Len() (services, endpoints int) {
 	return len(s.services), endpoints
 }
 
-func indexByPort(svc *Service, eps []*Endpoint) map[int32][]*Endpoint {
-	byName := make(map[string]int32, len(svc.Ports))
-	for _, p := range svc.Ports {
-		byName[p.Name] = p.Port
-	}
-	out := make(map[int32][]*Endpoint, len(svc.Ports))
-	for _, ep := range eps {
-		if port, ok := byName[ep.ServicePortName]; ok {
-			out[port] = append(out[port], ep)
+// indexByPortName relies on eps being sorted by service port name first:
+// each name's endpoints are one run of eps, shared rather than copied.
+// Endpoints of a name the service no longer has are kept but never asked
+// for.
+func indexByPortName(eps []*Endpoint) map[string][]*Endpoint {
+	out := map[string][]*Endpoint{}
+	for start := 0; start < len(eps); {
+		name := eps[start].ServicePortName
+		end := start + 1
+		for end < len(eps) && eps[end].ServicePortName == name {
+			end++
 		}
+		out[name] = eps[start:end:end]
+		start = end
 	}
 	return out
 }

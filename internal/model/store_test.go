@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -92,6 +93,44 @@ func TestStoreEndpointsByPortAndSelector(t *testing.T) {
 		t.Errorf("Len = %d, %d", n, e)
 	}
 }
+
+// TestStoreEndpointsOfOneNumberTwoProtocols: kube-dns serves 53/UDP
+// ("dns") and 53/TCP ("dns-tcp") from different target ports; port 53
+// means the TCP port, and each port keeps its own endpoints.
+func TestStoreEndpointsOfOneNumberTwoProtocols(t *testing.T) {
+	s := NewStore()
+	host := Hostname("kube-dns.ns.svc.cluster.local")
+	s.Update(svc("kube-dns", kubeDNS...), []*Endpoint{
+		ep("10.0.0.1", 5353, "dns", Healthy), ep("10.0.0.1", 5354, "dns-tcp", Healthy),
+		ep("10.0.0.2", 5353, "dns", Healthy), ep("10.0.0.2", 5354, "dns-tcp", Healthy),
+		ep("10.0.0.1", 9153, "metrics", Healthy),
+	})
+	ports := func(eps []*Endpoint) []string {
+		var out []string
+		for _, e := range eps {
+			out = append(out, e.Address+":"+itoa(e.Port))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		desc string
+		got  []*Endpoint
+		want []string
+	}{
+		{"port 53", s.Endpoints(host, 53, nil), []string{"10.0.0.1:5354", "10.0.0.2:5354"}},
+		{"port 53, selected", s.Endpoints(host, 53, Labels{"app": "a"}), []string{"10.0.0.1:5354", "10.0.0.2:5354"}},
+		{"port name dns", s.EndpointsByPortName(host, "dns", nil), []string{"10.0.0.1:5353", "10.0.0.2:5353"}},
+		{"port name dns-tcp", s.EndpointsByPortName(host, "dns-tcp", nil), []string{"10.0.0.1:5354", "10.0.0.2:5354"}},
+		{"port 9153", s.Endpoints(host, 9153, nil), []string{"10.0.0.1:9153"}},
+		{"unknown port name", s.EndpointsByPortName(host, "nope", nil), nil},
+	} {
+		if !slices.Equal(ports(tc.got), tc.want) {
+			t.Errorf("%s: %v, want %v", tc.desc, ports(tc.got), tc.want)
+		}
+	}
+}
+
+func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
 
 func TestStoreConcurrentReadersAndWriters(t *testing.T) {
 	s := NewStore()

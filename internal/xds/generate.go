@@ -317,7 +317,7 @@ func healthStatus(h model.Health) core.HealthStatus {
 func (g *Generator) ClusterNames() []string {
 	var out []string
 	for _, svc := range g.Discovery.Services() {
-		for _, p := range svc.Ports {
+		for _, p := range svc.PortsByNumber() {
 			out = append(out, ClusterName(svc.Hostname, p.Port))
 		}
 	}
@@ -332,7 +332,7 @@ func (g *Generator) EndpointNames() []string {
 		if svc.Resolution == model.DNSAlias {
 			continue
 		}
-		for _, p := range svc.Ports {
+		for _, p := range svc.PortsByNumber() {
 			out = append(out, ClusterName(svc.Hostname, p.Port))
 		}
 	}

@@ -1,0 +1,73 @@
+package model
+
+import (
+	"slices"
+	"testing"
+)
+
+// kubeDNS has the ports of Kubernetes' own DNS service: one number, two
+// protocols, UDP listed first.
+var kubeDNS = []Port{
+	{Name: "dns", Port: 53, TargetPort: 53, Protocol: UDP},
+	{Name: "dns-tcp", Port: 53, TargetPort: 53, Protocol: TCP},
+	{Name: "metrics", Port: 9153, TargetPort: 9153, Protocol: TCP},
+}
+
+func TestPortByNumber(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		ports    []Port
+		number   int32
+		wantName string
+		wantOK   bool
+	}{
+		{"kube-dns: the TCP port, listed second", kubeDNS, 53, "dns-tcp", true},
+		{"TCP listed first", []Port{kubeDNS[1], kubeDNS[0]}, 53, "dns-tcp", true},
+		{"other number", kubeDNS, 9153, "metrics", true},
+		{"a UDP port alone is no xDS port", []Port{kubeDNS[0]}, 53, "", false},
+		{"a port named udp-* is UDP", []Port{{Name: "udp-stats", Port: 8125, Protocol: UDP}}, 8125, "", false},
+		{"unknown number", kubeDNS, 54, "", false},
+		{"no ports", nil, 53, "", false},
+		{"HTTP port", []Port{{Name: "http", Port: 80, Protocol: HTTP}}, 80, "http", true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := &Service{Ports: tc.ports}
+			p, ok := s.PortByNumber(tc.number)
+			if ok != tc.wantOK || p.Name != tc.wantName {
+				t.Errorf("PortByNumber(%d) = %q, %v; want %q, %v", tc.number, p.Name, ok, tc.wantName, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestPortsByNumber(t *testing.T) {
+	names := func(ps []Port) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		desc  string
+		ports []Port
+		want  []string
+	}{
+		{"kube-dns", kubeDNS, []string{"dns-tcp", "metrics"}},
+		{"UDP only", []Port{kubeDNS[0]}, nil},
+		{"order of Ports kept", []Port{kubeDNS[2], kubeDNS[1], kubeDNS[0]}, []string{"metrics", "dns-tcp"}},
+		{"no ports", nil, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := &Service{Ports: tc.ports}
+			if got := names(s.PortsByNumber()); !slices.Equal(got, tc.want) {
+				t.Errorf("PortsByNumber = %v, want %v", got, tc.want)
+			}
+			for _, p := range s.PortsByNumber() {
+				if q, _ := s.PortByNumber(p.Port); q != p {
+					t.Errorf("PortsByNumber lists %+v, PortByNumber(%d) says %+v", p, p.Port, q)
+				}
+			}
+		})
+	}
+}
