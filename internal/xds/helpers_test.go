@@ -86,9 +86,9 @@ func startServer(t testing.TB, store *model.Store, opts ...serverOpt) *testServe
 	return &testServer{Server: s, store: store, addr: lis.Addr().String(), logs: logs}
 }
 
-func dial(t testing.TB, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

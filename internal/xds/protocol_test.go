@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -473,44 +477,82 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	}
 }
 
-// TestSlowClient: a client that does not read (its stream blocked by flow
-// control on a large response) does not delay pushes to another client.
+// TestSlowClient: a client that stops reading, so that a large response
+// to it stays stuck in flow control, does not delay pushes to another
+// client, and is sent the latest state, not every version it missed, once
+// it reads and ACKs again.
 func TestSlowClient(t *testing.T) {
 	st := baseStore()
-	big := make([]string, 4000)
+	ts := startServer(t, st)
+	// The slow client's stream window is fixed at 64 KiB (a fixed window
+	// also turns off grpc-go's BDP estimation, which would grow it), and
+	// its connection counts the bytes it reads.
+	var slowRead atomic.Int64
+	slowConn := dial(t, ts.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			return &countingConn{Conn: c, read: &slowRead}, err
+		}))
+	slow := openADS(t, slowConn, grpcNode("slow", "default"), false)
+	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"), true)
+	for _, a := range []*adsStream{slow, fast} {
+		a.send(EndpointType, []string{reviews}, "", "", nil)
+	}
+	// Both take the small first response; then the slow client reads no
+	// more.
+	first, err := slow.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.ack(first, []string{reviews})
+	r := fast.next()
+
+	// 8000 endpoints make a ClusterLoadAssignment of about 200 KiB, three
+	// times the slow client's window.
+	big := make([]string, 8000)
 	for i := range big {
 		big[i] = "10.9." + itoa(i/250) + "." + itoa(i%250)
 	}
-	st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, big...))
-	ts := startServer(t, st)
-	cc := dial(t, ts.addr)
-	slow := openADS(t, cc, grpcNode("slow", "default"), false)
-	slow.send(EndpointType, []string{reviews}, "", "", nil)
-	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"), true)
-	fast.send(EndpointType, []string{reviews}, "", "", nil)
-	r := fast.next()
-	for i := range 20 {
+	readBefore := slowRead.Load()
+	const pushes = 20
+	for i := range pushes {
 		fast.ack(r, []string{reviews})
-		st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, append(big[:0:0], big[i+1:]...)...))
+		st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, big[i:]...))
 		r = fast.next()
-		if got := claAddrs(t, r); len(got[reviews]) != len(big)-i-1 {
+		if got := claAddrs(t, r); len(got[reviews]) != len(big)-i {
 			t.Fatalf("push %d: fast client got %d endpoints", i, len(got[reviews]))
 		}
 	}
-	// The slow client still gets the latest state once it reads and ACKs.
-	var last *discovery.DiscoveryResponse
-	for {
-		m, err := slow.stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = m
-		if got := claAddrs(t, m); len(got[reviews]) == len(big)-20 {
-			break
-		}
-		slow.ack(m, []string{reviews})
+	readDuring := slowRead.Load() - readBefore
+
+	// The slow stream was blocked the whole time: its connection had not
+	// delivered even the first response it was sent since, which holds the
+	// first big version and not a later one.
+	slow.read()
+	stuck := slow.next()
+	if size := int64(proto.Size(stuck)); readDuring >= size {
+		t.Fatalf("the slow client read %d bytes while the fast one took %d pushes: more than the %d of its pending response, so it was never blocked", readDuring, pushes, size)
 	}
-	_ = last
+	if got := claAddrs(t, stuck); len(got[reviews]) != len(big) {
+		t.Fatalf("the slow client's pending response has %d endpoints, want the first big version's %d", len(got[reviews]), len(big))
+	}
+	// Once it ACKs, it is sent the latest state at once.
+	slow.ack(stuck, []string{reviews})
+	if got := claAddrs(t, slow.next()); len(got[reviews]) != len(big)-pushes+1 {
+		t.Fatalf("after its ACK the slow client got %d endpoints, want the latest %d", len(got[reviews]), len(big)-pushes+1)
+	}
+}
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
 }
 
 // TestDisconnectLeavesNoState: once clients go, no watch is left; shared
