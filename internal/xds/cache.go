@@ -49,7 +49,7 @@ const absent = "-"
 // regeneration that yields the same bytes yields the same version and
 // nobody is sent anything.
 type entry struct {
-	key     string // in Server.entries
+	key     entryKey // in Server.entries
 	name    string
 	host    model.Hostname
 	version string

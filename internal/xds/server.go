@@ -77,9 +77,9 @@ type Server struct {
 	seq    atomic.Uint64
 
 	mu sync.Mutex
-	// entries caches generated resources by type and key (the name; for
-	// listeners the name and the hostname it resolved to).
-	entries [numTypes]map[string]*entry
+	// entries caches generated resources by type and what they depend
+	// on (see get).
+	entries [numTypes]map[entryKey]*entry
 	// entriesByHost finds the entries generated from a hostname.
 	entriesByHost map[model.Hostname]map[*entry]typeIndex
 	// watchesByHost holds route, cluster and endpoint watches by the
@@ -162,7 +162,7 @@ func NewServer(opts Options) *Server {
 		tracker:        newClientTracker(opts.Observer),
 	}
 	for t := range numTypes {
-		s.entries[t] = map[string]*entry{}
+		s.entries[t] = map[entryKey]*entry{}
 		s.wildcard[t] = map[*watch]struct{}{}
 	}
 	s.xds = serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
@@ -366,61 +366,68 @@ func (s *Server) dropEntries(h model.Hostname, endpointsOnly bool) {
 	}
 }
 
+// entryKey is what a generated resource depends on besides the model: its
+// name; for a listener the hostname the name resolved to in the client's
+// namespace; for a ClusterLoadAssignment the client's kind (see
+// localityWithoutHealthy). Clients with the same key share the entry. A
+// struct, so that a lookup allocates nothing.
+type entryKey struct {
+	name string
+	host model.Hostname
+	grpc bool
+}
+
 // get returns the entry of a resource for a client, generating it when
 // needed. s.mu is held.
-//
-// Entries are cached by what the resource depends on: its name; for a
-// listener also the hostname the name resolved to in the client's
-// namespace; for a ClusterLoadAssignment also the client's kind (see
-// localityWithoutHealthy). Clients that share a key share the entry.
 func (s *Server) get(t typeIndex, c Client, name string) *entry {
-	var host model.Hostname
-	var key string
-	var build func() proto.Message
+	var key entryKey
+	var svc *model.Service
+	var port int32
 	if t == tListener {
-		svc, port := resolveListener(s.gen.Discovery, s.gen.suffix(), c.Namespace, name)
+		svc, port = resolveListener(s.gen.Discovery, s.gen.suffix(), c.Namespace, name)
 		if svc == nil {
 			return &entry{name: name, version: absent}
 		}
-		host, key = svc.Hostname, name+"\x00"+string(svc.Hostname)
-		build = func() proto.Message { return buildListener(name, svc.Hostname, port) }
+		key = entryKey{name: name, host: svc.Hostname}
 	} else {
 		h, _, ok := ParseClusterName(name)
 		if !ok {
 			return &entry{name: name, version: absent}
 		}
-		host, key = h, name
-		if t == tEndpoint && !localityWithoutHealthy(c) {
-			key += "\x00grpc"
-		}
-		build = func() proto.Message { return s.gen.Generate(typeURLs[t], c, name) }
+		key = entryKey{name: name, host: h, grpc: t == tEndpoint && !localityWithoutHealthy(c)}
 	}
 	if e := s.entries[t][key]; e != nil {
 		return e
 	}
-	e := s.build(t, key, name, host, build())
+	var m proto.Message
+	if t == tListener {
+		m = buildListener(name, svc.Hostname, port)
+	} else {
+		m = s.gen.Generate(typeURLs[t], c, name)
+	}
+	e := s.build(t, key, m)
 	if !e.exists() {
 		return e // not cached: absent names cost a lookup, not memory
 	}
 	s.entries[t][key] = e
-	byHost := s.entriesByHost[host]
+	byHost := s.entriesByHost[key.host]
 	if byHost == nil {
 		byHost = map[*entry]typeIndex{}
-		s.entriesByHost[host] = byHost
+		s.entriesByHost[key.host] = byHost
 	}
 	byHost[e] = t
 	return e
 }
 
 // build marshals a generated resource into an entry. s.mu is held.
-func (s *Server) build(t typeIndex, key, name string, host model.Hostname, m proto.Message) *entry {
+func (s *Server) build(t typeIndex, key entryKey, m proto.Message) *entry {
 	if m != nil {
 		s.marshals++
 	}
-	e, err := newEntry(typeURLs[t], name, host, m)
+	e, err := newEntry(typeURLs[t], key.name, key.host, m)
 	if err != nil {
-		s.log.Error("xds: cannot marshal resource", "type", t.short(), "name", name, "err", err)
-		return &entry{name: name, host: host, version: absent}
+		s.log.Error("xds: cannot marshal resource", "type", t.short(), "name", key.name, "err", err)
+		return &entry{name: key.name, host: key.host, version: absent}
 	}
 	e.key = key
 	return e
