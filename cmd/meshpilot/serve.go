@@ -75,8 +75,8 @@ its document and field; its last good content stays in force.`,
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")
-	fl.DurationVar(&f.debounceAfter, "debounce-after", push.DefaultDebounceAfter, "quiet period that ends a burst of changes before a push")
-	fl.DurationVar(&f.debounceMax, "debounce-max", push.DefaultDebounceMax, "without --debounce-leading-edge: longest a change waits for a quiet period during a steady stream of changes")
+	fl.DurationVar(&f.debounceAfter, "debounce-after", push.DefaultDebounceAfter, "with --debounce-leading-edge the shortest time between two pushes, else the quiet period that ends a burst; a deletion (a Service deleted or left without endpoints) always waits this long, so that a delete and create within it (kubectl replace --force, a Helm upgrade) never reach clients as a deletion")
+	fl.DurationVar(&f.debounceMax, "debounce-max", push.DefaultDebounceMax, "without --debounce-leading-edge: longest a change waits for a quiet period during a steady stream of changes; always: longest a stream of deletions holds a push back")
 	fl.BoolVar(&f.debounceLeading, "debounce-leading-edge", true, "push an isolated change at once and then at most once per --debounce-after, merging what came meanwhile; false: wait for a quiet period of --debounce-after (at most --debounce-max) before every push, as Istio does")
 	fl.IntVar(&f.workers, "workers", 2, "goroutines rebuilding services after Kubernetes events")
 	return cmd

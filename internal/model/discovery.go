@@ -58,6 +58,13 @@ type Event struct {
 	// registry does not know, and then the event's own time stands for it.
 	// Convergence metrics are measured from it.
 	Observed time.Time
+	// NoEndpoints: after this change the service has no endpoints. Always
+	// so for ServiceDeleted; for EndpointsChanged the last ones went away
+	// (an EndpointSlice deleted, a scale to zero). Clients fail their RPCs
+	// to a service without endpoints, and such a change is often the
+	// first half of a replace (kubectl replace --force, a Helm upgrade):
+	// pushes hold it back for a while (push.Options.LeadingEdge).
+	NoEndpoints bool
 }
 
 // EventHandler receives change events. It is called from the registry's

@@ -74,7 +74,7 @@ func (s *Store) UpdateObserved(svc *Service, endpoints []*Endpoint, observed tim
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace, Observed: observed}
+	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace, Observed: observed, NoEndpoints: len(eps) == 0}
 	for _, h := range handlers {
 		h(ev)
 	}
@@ -99,7 +99,7 @@ func (s *Store) DeleteObserved(hostname Hostname, observed time.Time) bool {
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace, Observed: observed}
+	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace, Observed: observed, NoEndpoints: true}
 	for _, h := range handlers {
 		h(ev)
 	}

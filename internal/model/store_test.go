@@ -60,6 +60,45 @@ func TestStoreReportsOnlyRealChanges(t *testing.T) {
 	}
 }
 
+// TestStoreSaysWhenNoEndpointsAreLeft: an event says when the service is
+// left without endpoints, whatever its kind, so that pushes can hold back
+// removals.
+func TestStoreSaysWhenNoEndpointsAreLeft(t *testing.T) {
+	s := NewStore()
+	var got []Event
+	s.AppendEventHandler(func(e Event) { got = append(got, e) })
+	grpc := Port{Name: "grpc", Port: 8080, Protocol: GRPC}
+	one := []*Endpoint{ep("10.0.0.1", 9090, "grpc", Healthy)}
+	two := []*Endpoint{ep("10.0.0.1", 9090, "grpc", Healthy), ep("10.0.0.2", 9090, "grpc", Healthy)}
+	for _, st := range []struct {
+		name string
+		do   func() bool
+		kind EventKind
+		none bool
+	}{
+		{"created with endpoints", func() bool { return s.Update(svc("a", grpc), one) }, ServiceChanged, false},
+		{"an endpoint added", func() bool { return s.Update(svc("a", grpc), two) }, EndpointsChanged, false},
+		{"an endpoint removed, one left", func() bool { return s.Update(svc("a", grpc), one) }, EndpointsChanged, false},
+		{"the last endpoint removed (slice deleted)", func() bool { return s.Update(svc("a", grpc), nil) }, EndpointsChanged, true},
+		{"endpoints back", func() bool { return s.Update(svc("a", grpc), one) }, EndpointsChanged, false},
+		{"deleted", func() bool { return s.Delete("a.ns.svc.cluster.local") }, ServiceDeleted, true},
+		{"created again before its endpoints", func() bool { return s.Update(svc("a", grpc), nil) }, ServiceChanged, true},
+		{"its endpoints arrive", func() bool { return s.Update(svc("a", grpc), one) }, EndpointsChanged, false},
+		{"definition changed, endpoints kept", func() bool {
+			return s.Update(svc("a", Port{Name: "grpc", Port: 8081, Protocol: GRPC}), one)
+		}, ServiceChanged, false},
+		{"another created without endpoints", func() bool { return s.Update(svc("b", grpc), nil) }, ServiceChanged, true},
+	} {
+		got = nil
+		if !st.do() || len(got) != 1 {
+			t.Fatalf("%s: events %+v, want one", st.name, got)
+		}
+		if e := got[0]; e.Kind != st.kind || e.NoEndpoints != st.none {
+			t.Errorf("%s: %v with NoEndpoints %v, want %v with NoEndpoints %v", st.name, e.Kind, e.NoEndpoints, st.kind, st.none)
+		}
+	}
+}
+
 func TestStoreEndpointsByPortAndSelector(t *testing.T) {
 	s := NewStore()
 	host := Hostname("a.ns.svc.cluster.local")

@@ -34,6 +34,16 @@ type Options struct {
 	// DebounceAfter, everything that arrived during it goes out in one
 	// push as soon as it ends. Off, every push waits for a quiet period of
 	// DebounceAfter, at most DebounceMax (as Istio does).
+	//
+	// Either way a removal is never pushed at once: the push that carries
+	// it waits until DebounceAfter after Run handled it, so that a delete
+	// followed by a create within that time (kubectl replace --force, a
+	// Helm upgrade) reaches clients as one change, never as a deletion. A
+	// removal is a service deleted, or left without endpoints
+	// (model.Event.NoEndpoints); and, while one pends, the service created
+	// again still without endpoints, since its EndpointSlice follows the
+	// Service. A stream of removals holds a push for at most DebounceMax
+	// after the first of them.
 	LeadingEdge bool
 	// Clock is the time source; nil means the system clock.
 	Clock Clock
@@ -100,6 +110,12 @@ func (o Options) withDefaults() Options {
 // edge's quiet period is about the events themselves, so it is measured
 // from their arrival; and a request's Start stays the earliest arrival,
 // for convergence metrics.
+//
+// Removals hold the pending push for DebounceAfter after Run handled them
+// (see Options.LeadingEdge). Holding the whole push, not only the removed
+// hostnames, keeps the interim state from clients: the xDS server
+// regenerates from the live model, and a push for another service would
+// re-evaluate, say, a listener response that also names the removed one.
 type state struct {
 	opts    Options
 	pending Request
@@ -107,17 +123,47 @@ type state struct {
 	last    time.Time // arrival of the latest pending event
 	// lastPush is when the latest push was decided (leading edge only).
 	lastPush time.Time
+	// removed are the hostnames of the pending removals. The first was
+	// handled at holdFrom, the latest at holdUntil - DebounceAfter; both
+	// zero when none pends.
+	removed             map[model.Hostname]struct{}
+	holdFrom, holdUntil time.Time
 }
 
-// add records events taken from the inbox.
-func (s *state) add(evs []timedEvent) {
+// add records events taken from the inbox at now.
+func (s *state) add(now time.Time, evs []timedEvent) {
 	for _, e := range evs {
 		if s.pending.Events == 0 {
 			s.first = e.t
 		}
 		s.last = e.t
 		s.pending.Add(e.ev, e.t)
+		if s.isRemoval(e.ev) {
+			if s.holdFrom.IsZero() {
+				s.holdFrom = now
+			}
+			s.holdUntil = now.Add(s.opts.DebounceAfter)
+			if s.removed == nil {
+				s.removed = map[model.Hostname]struct{}{}
+			}
+			s.removed[e.ev.Hostname] = struct{}{}
+		}
 	}
+}
+
+// isRemoval reports whether ev takes away what clients were given (the
+// service deleted, its last endpoints gone) or is the create of a
+// replace: the service back, still without endpoints, while its removal
+// pends. A service created without endpoints otherwise is no removal.
+func (s *state) isRemoval(ev model.Event) bool {
+	if !ev.NoEndpoints {
+		return false
+	}
+	if ev.Kind == model.ServiceChanged {
+		_, pending := s.removed[ev.Hostname]
+		return pending
+	}
+	return true
 }
 
 // deadline is when the pending events are due; zero when none pend.
@@ -125,18 +171,33 @@ func (s *state) deadline() time.Time {
 	if s.pending.Events == 0 {
 		return time.Time{}
 	}
+	due := s.unheldDeadline()
+	if s.holdUntil.IsZero() {
+		return due
+	}
+	hold := earliest(s.holdUntil, s.holdFrom.Add(s.opts.DebounceMax))
+	if hold.After(due) {
+		return hold
+	}
+	return due
+}
+
+// unheldDeadline is when the pending events would be due without removals.
+func (s *state) unheldDeadline() time.Time {
 	if s.opts.LeadingEdge {
 		if s.lastPush.IsZero() {
 			return s.first // no push yet: due at once
 		}
 		return s.lastPush.Add(s.opts.DebounceAfter)
 	}
-	quiet := s.last.Add(s.opts.DebounceAfter)
-	max := s.first.Add(s.opts.DebounceMax)
-	if max.Before(quiet) {
-		return max
+	return earliest(s.last.Add(s.opts.DebounceAfter), s.first.Add(s.opts.DebounceMax))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	return quiet
+	return a
 }
 
 // tick returns the pending request when it is due at now, else nil.
@@ -147,6 +208,7 @@ func (s *state) tick(now time.Time) *Request {
 	}
 	r := s.pending
 	s.pending = Request{}
+	s.removed, s.holdFrom, s.holdUntil = nil, time.Time{}, time.Time{}
 	if s.opts.LeadingEdge {
 		s.lastPush = now
 	}
@@ -207,7 +269,7 @@ func (d *Debouncer) Run(ctx context.Context) {
 			evs := d.inbox
 			d.inbox = nil
 			d.mu.Unlock()
-			st.add(evs)
+			st.add(d.opts.Clock.Now(), evs)
 		case <-timerC:
 		}
 		if r := st.tick(d.opts.Clock.Now()); r != nil {

@@ -18,7 +18,17 @@ func epEv(h string) model.Event {
 	return model.Event{Kind: model.EndpointsChanged, Hostname: model.Hostname(h)}
 }
 func delEv(h string) model.Event {
-	return model.Event{Kind: model.ServiceDeleted, Hostname: model.Hostname(h)}
+	return model.Event{Kind: model.ServiceDeleted, Hostname: model.Hostname(h), NoEndpoints: true}
+}
+
+// emptiedEv: the service's last endpoints are gone (its slice deleted).
+func emptiedEv(h string) model.Event {
+	return model.Event{Kind: model.EndpointsChanged, Hostname: model.Hostname(h), NoEndpoints: true}
+}
+
+// createdEmptyEv: a service created (or changed) without endpoints.
+func createdEmptyEv(h string) model.Event {
+	return model.Event{Kind: model.ServiceChanged, Hostname: model.Hostname(h), NoEndpoints: true}
 }
 
 func hosts(m map[model.Hostname]struct{}) []string {
@@ -148,7 +158,7 @@ func TestDebounceState(t *testing.T) {
 			steps: []step{
 				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
 				{at: 10 * ms, ev: ev(epEv("b")), nextD: 100 * ms},
-				{at: 20 * ms, ev: ev(delEv("c")), nextD: 100 * ms},
+				{at: 20 * ms, ev: ev(svcEv("c")), nextD: 100 * ms},
 				{at: 60 * ms, tick: true, nextD: 100 * ms},
 				{at: 100 * ms, tick: true, want: []string{"b", "c"}, nextD: -1},
 				// within DebounceAfter of the last push: merged
@@ -184,7 +194,7 @@ func TestDebounceState(t *testing.T) {
 				{at: 0, ev: ev(epEv("a")), want: []string{"a"}, nextD: -1},
 				// the push of a took 400ms; b, c, d queued meanwhile, each
 				// DebounceAfter after the previous one
-				{at: 400 * ms, late: []arrival{{150 * ms, epEv("b")}, {300 * ms, epEv("c")}, {390 * ms, delEv("d")}},
+				{at: 400 * ms, late: []arrival{{150 * ms, epEv("b")}, {300 * ms, epEv("c")}, {390 * ms, svcEv("d")}},
 					want: []string{"b", "c", "d"}, start: at(150 * ms), nextD: -1},
 				// the window counts from when that push started
 				{at: 450 * ms, late: []arrival{{420 * ms, epEv("e")}}, nextD: 500 * ms},
@@ -214,6 +224,122 @@ func TestDebounceState(t *testing.T) {
 				{at: 720 * ms, tick: true, want: []string{"d"}, start: at(620 * ms), nextD: -1},
 			},
 		},
+		{
+			name:    "leading: an isolated removal is held, and goes out DebounceAfter later",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(delEv("a")), nextD: 100 * ms},
+				{at: 99 * ms, tick: true, nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"a"}, nextD: -1},
+				{at: 500 * ms, ev: ev(emptiedEv("b")), nextD: 600 * ms},
+				{at: 600 * ms, tick: true, want: []string{"b"}, nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a delete and its recreate are merged into one push",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("x")), want: []string{"x"}, nextD: -1},
+				{at: 500 * ms, ev: ev(delEv("a")), nextD: 600 * ms},
+				{at: 540 * ms, ev: ev(svcEv("a")), nextD: 600 * ms},
+				{at: 600 * ms, tick: true, want: []string{"a"}, start: at(500 * ms), nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a replace with its slice: each removal holds the push for its own window",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(delEv("a")), nextD: 100 * ms},
+				{at: 80 * ms, ev: ev(createdEmptyEv("a")), nextD: 180 * ms},
+				{at: 100 * ms, tick: true, nextD: 180 * ms},
+				{at: 170 * ms, ev: ev(epEv("a")), nextD: 180 * ms},
+				{at: 180 * ms, tick: true, want: []string{"a"}, start: at(0), nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a service created without endpoints is no removal, unless its removal pends",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(createdEmptyEv("a")), want: []string{"a"}, nextD: -1},
+				{at: 50 * ms, ev: ev(delEv("b")), nextD: 150 * ms},
+				// the window is not extended by a: no removal of a pends
+				{at: 120 * ms, ev: ev(createdEmptyEv("a")), nextD: 150 * ms},
+				{at: 150 * ms, tick: true, want: []string{"a", "b"}, nextD: -1},
+				// the removal was pushed: b created again is no removal
+				{at: 400 * ms, ev: ev(createdEmptyEv("b")), want: []string{"b"}, nextD: -1},
+			},
+		},
+		{
+			name:    "leading: while a removal is held the leading edge does not fire",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("x")), want: []string{"x"}, nextD: -1},
+				{at: 500 * ms, ev: ev(emptiedEv("a")), nextD: 600 * ms},
+				{at: 520 * ms, ev: ev(epEv("b")), nextD: 600 * ms},
+				{at: 560 * ms, ev: ev(epEv("a")), nextD: 600 * ms},
+				{at: 600 * ms, tick: true, want: []string{"a", "b"}, nextD: -1},
+				{at: 700 * ms, ev: ev(epEv("c")), want: []string{"c"}, nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a removal within the window of the last push is held from when it was handled",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("x")), want: []string{"x"}, nextD: -1},
+				{at: 60 * ms, ev: ev(epEv("y")), nextD: 100 * ms},
+				{at: 90 * ms, ev: ev(delEv("a")), nextD: 190 * ms},
+				{at: 100 * ms, tick: true, nextD: 190 * ms},
+				{at: 190 * ms, tick: true, want: []string{"a", "y"}, nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a removal queued behind a slow push is held from when it was handled",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(epEv("x")), want: []string{"x"}, nextD: -1},
+				{at: 400 * ms, late: []arrival{{150 * ms, delEv("a")}, {200 * ms, epEv("b")}}, nextD: 500 * ms},
+				{at: 450 * ms, ev: ev(svcEv("a")), nextD: 500 * ms},
+				{at: 500 * ms, tick: true, want: []string{"a", "b"}, start: at(150 * ms), nextD: -1},
+			},
+		},
+		{
+			name:    "leading: a stream of removals holds a push for at most DebounceMax",
+			leading: true,
+			steps: []step{
+				{at: 0, ev: ev(delEv("a")), nextD: 100 * ms},
+				{at: 80 * ms, ev: ev(delEv("b")), nextD: 180 * ms},
+				{at: 160 * ms, ev: ev(delEv("c")), nextD: 260 * ms},
+				{at: 240 * ms, ev: ev(delEv("d")), nextD: 300 * ms},
+				{at: 300 * ms, tick: true, want: []string{"a", "b", "c", "d"}, nextD: -1},
+				// the next removal is held for a whole window again
+				{at: 320 * ms, ev: ev(delEv("e")), nextD: 420 * ms},
+				{at: 420 * ms, tick: true, want: []string{"e"}, nextD: -1},
+			},
+		},
+		{
+			name: "trailing: a removal is held DebounceAfter after it was handled",
+			steps: []step{
+				{at: 0, ev: ev(delEv("a")), nextD: 100 * ms},
+				{at: 100 * ms, tick: true, want: []string{"a"}, nextD: -1},
+				// queued behind a slow push: the quiet period is over, the
+				// hold is not
+				{at: 450 * ms, late: []arrival{{150 * ms, delEv("b")}}, nextD: 550 * ms},
+				// DebounceMax from b's arrival is over too (450ms)
+				{at: 500 * ms, ev: ev(svcEv("b")), nextD: 550 * ms},
+				{at: 550 * ms, tick: true, want: []string{"b"}, start: at(150 * ms), nextD: -1},
+			},
+		},
+		{
+			name: "trailing: a removal near DebounceMax still gets its window",
+			steps: []step{
+				{at: 0, ev: ev(epEv("x")), nextD: 100 * ms},
+				{at: 90 * ms, ev: ev(epEv("y")), nextD: 190 * ms},
+				{at: 180 * ms, ev: ev(epEv("z")), nextD: 280 * ms},
+				{at: 270 * ms, ev: ev(emptiedEv("a")), nextD: 370 * ms},
+				{at: 300 * ms, tick: true, nextD: 370 * ms},
+				{at: 370 * ms, tick: true, want: []string{"a", "x", "y", "z"}, nextD: -1},
+			},
+		},
 	}
 	t0 := time.Unix(5000, 0)
 	for _, tc := range cases {
@@ -232,7 +358,7 @@ func TestDebounceState(t *testing.T) {
 				if s.tick != (len(evs) == 0) {
 					t.Fatalf("step %d: a step is either a tick or events", i)
 				}
-				st.add(evs)
+				st.add(now, evs)
 				added += len(evs)
 				got := st.tick(now)
 				switch {
@@ -314,6 +440,45 @@ func TestDebouncerRun(t *testing.T) {
 			wantPush(t, recv(t, pushes), []string{"z"}, nil, 1)
 		})
 	}
+}
+
+// TestDebouncerRunHoldsRemovals: on the goroutine, a removal that opens a
+// window is not pushed at once but DebounceAfter after it was handled,
+// with the recreate that came meanwhile.
+func TestDebouncerRunHoldsRemovals(t *testing.T) {
+	const after = 100 * time.Millisecond
+	t0 := time.Unix(5000, 0)
+	clk := newManualClock(t0)
+	pushes := make(chan Request, 10)
+	d := NewDebouncer(Options{DebounceAfter: after, LeadingEdge: true, Clock: clk}, func(r Request) { pushes <- r })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	defer func() { cancel(); close(clk.done); <-done }()
+
+	// awaitWait returns when Run waits for its timer, and until when.
+	awaitWait := func() time.Time {
+		t.Helper()
+		select {
+		case dl := <-clk.armed:
+			clk.resume <- struct{}{}
+			return dl
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run never waited for its timer")
+			return time.Time{}
+		}
+	}
+	d.Handle(delEv("a"))
+	if dl := awaitWait(); !dl.Equal(t0.Add(after)) || len(pushes) != 0 {
+		t.Fatalf("after a removal: %d pushes, Run waits until %v; want none until %v", len(pushes), dl.Sub(t0), after)
+	}
+	clk.set(t0.Add(40 * time.Millisecond))
+	d.Handle(svcEv("a"))
+	if dl := awaitWait(); !dl.Equal(t0.Add(after)) || len(pushes) != 0 {
+		t.Fatalf("after the recreate: %d pushes, Run waits until %v; want none until %v", len(pushes), dl.Sub(t0), after)
+	}
+	clk.fire(t0.Add(after))
+	wantPush(t, recv(t, pushes), nil, []string{"a"}, 2)
 }
 
 // wantPush checks a request: exactly these hostnames and this many events.

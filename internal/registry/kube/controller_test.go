@@ -272,7 +272,7 @@ func TestServiceAndEndpointsLifecycle(t *testing.T) {
 	host := Hostname("api", ns, "cluster.local")
 
 	mustCreateService(t, ns, "api", grpcPort)
-	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns})
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns, NoEndpoints: true})
 	svc := c.GetService(host)
 	if svc == nil || len(svc.Ports) != 1 || svc.Ports[0].Protocol != model.GRPC || svc.Resolution != model.ClientSideLB || len(svc.ClusterIPs) != 1 {
 		t.Fatalf("service = %+v", svc)
@@ -316,12 +316,12 @@ func TestServiceAndEndpointsLifecycle(t *testing.T) {
 	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx(t), s.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns, NoEndpoints: true})
 	waitEndpoints(t, c, host, 8080, "")
 	if err := env.Client.CoreV1().Services(ns).Delete(ctx(t), "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceDeleted, Hostname: host, Namespace: ns})
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceDeleted, Hostname: host, Namespace: ns, NoEndpoints: true})
 	if c.GetService(host) != nil {
 		t.Fatal("service still in the model after delete")
 	}
@@ -484,10 +484,10 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	}
 	// dev matches the second selector now: its service appears.
 	relabel(dev, map[string]string{"env": "dev", "team": "y"})
-	waitEvents(t, rec, dev, model.Event{Kind: model.ServiceChanged, Hostname: hostB, Namespace: dev})
+	waitEvents(t, rec, dev, model.Event{Kind: model.ServiceChanged, Hostname: hostB, Namespace: dev, NoEndpoints: true})
 	// prod matches nothing now: its service disappears.
 	relabel(prod, map[string]string{"env": "staging"})
-	waitEvents(t, rec, prod, model.Event{Kind: model.ServiceDeleted, Hostname: hostA, Namespace: prod})
+	waitEvents(t, rec, prod, model.Event{Kind: model.ServiceDeleted, Hostname: hostA, Namespace: prod, NoEndpoints: true})
 	if c.GetService(hostA) != nil || c.GetService(hostB) == nil {
 		t.Fatal("model does not follow the namespace labels")
 	}
@@ -552,7 +552,7 @@ func TestAPIServerRestart(t *testing.T) {
 	eventually(t, "service created after the restart", func() (bool, string) {
 		return c.GetService(after) != nil, "missing"
 	})
-	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns})
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns, NoEndpoints: true})
 	assertQuiet(t, rec, ns)
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
 }

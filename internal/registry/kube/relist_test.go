@@ -204,9 +204,9 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 		got[ev]++
 	}
 	want := map[model.Event]int{
-		{Kind: model.ServiceDeleted, Hostname: host("gone"), Namespace: ns}:    1,
-		{Kind: model.ServiceChanged, Hostname: host("changed"), Namespace: ns}: 1,
-		{Kind: model.ServiceChanged, Hostname: host("added"), Namespace: ns}:   1,
+		{Kind: model.ServiceDeleted, Hostname: host("gone"), Namespace: ns, NoEndpoints: true}:    1,
+		{Kind: model.ServiceChanged, Hostname: host("changed"), Namespace: ns, NoEndpoints: true}: 1,
+		{Kind: model.ServiceChanged, Hostname: host("added"), Namespace: ns, NoEndpoints: true}:   1,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("events after the relist = %v, want %v", got, want)
