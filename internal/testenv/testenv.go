@@ -1,6 +1,7 @@
 // Package testenv runs a real etcd and kube-apiserver for meshpilot's tests.
 //
-// The binaries are built from tools/kube on first use, into a cache folder
+// The binaries are built from tools/kube on first use (kubectl from
+// tools/kubectl, for the tests that ask for it), into a cache folder
 // outside the repository, under a file lock so that test packages running
 // in parallel build them once. A test package starts one API server in its
 // TestMain (see Main) and gives each test its own namespace.
@@ -55,11 +56,29 @@ type Env struct {
 // Assets builds kube-apiserver and etcd if needed and returns the folder
 // that holds them.
 func Assets() (string, error) {
+	return buildTools(filepath.Join("tools", "kube", "build.sh"), "kube-apiserver", "etcd")
+}
+
+// Kubectl builds kubectl if needed and returns its path, so that tests can
+// run the README's kubectl commands as written.
+func Kubectl() (string, error) {
+	dir, err := buildTools(filepath.Join("tools", "kubectl", "build.sh"), "kubectl")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kubectl"), nil
+}
+
+// buildTools runs a build script of the repository (given relative to its
+// root) under the cache folder's lock, so that test packages running in
+// parallel build once, and returns the folder the script prints last,
+// which must hold bins.
+func buildTools(script string, bins ...string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	script := filepath.Join(root, "tools", "kube", "build.sh")
+	script = filepath.Join(root, script)
 	cache, err := cacheDir()
 	if err != nil {
 		return "", err
@@ -79,11 +98,11 @@ func Assets() (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("testenv: building kube-apiserver and etcd with %s failed: %w\n%s", script, err, stderr.String())
+		return "", fmt.Errorf("testenv: building %s with %s failed: %w\n%s", strings.Join(bins, " and "), script, err, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	dir := lines[len(lines)-1]
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
+	for _, bin := range bins {
 		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
 			return "", fmt.Errorf("testenv: %s missing after the build: %w", bin, err)
 		}

@@ -1,20 +1,26 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -24,15 +30,86 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// readManifests decodes every document of deploy/*.yaml.
+// repoRoot is where the README's commands run from.
+var repoRoot = filepath.Join("..", "..")
+
+// readmeCommands returns the commands of the README's shell blocks under
+// the heading section that start with prefix, as written (comments cut).
+func readmeCommands(t *testing.T, section, prefix string) []string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var cmds []string
+	inSection, inBlock := false, false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "#") && !inBlock:
+			inSection = strings.TrimSpace(line) == section
+		case strings.HasPrefix(line, "```"):
+			inBlock = !inBlock
+		case inSection && inBlock && strings.HasPrefix(line, prefix):
+			cmd, _, _ := strings.Cut(line, " #")
+			cmds = append(cmds, strings.TrimSpace(cmd))
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("README.md shows no %q command under %q", prefix, section)
+	}
+	return cmds
+}
+
+// kubectl runs the kubectl built from Kubernetes' source (tools/kubectl)
+// from the repository's root against the test API server, as a user would
+// type command, and returns its output; a failing exit fails the test.
+func kubectl(t *testing.T, command string) string {
+	t.Helper()
+	bin, err := testenv.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(command, `'"$|&;<>*\`+"`") {
+		t.Fatalf("%q needs a shell; run only plain commands", command)
+	}
+	args := strings.Fields(command)
+	if args[0] != "kubectl" {
+		t.Fatalf("%q is not a kubectl command", command)
+	}
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, bin, args[1:]...)
+	cmd.Dir = repoRoot
+	// The test API server, a discovery cache of the test's own and no
+	// user preferences (kuberc) from this machine.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "KUBECACHEDIR="+t.TempDir(), "KUBERC=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+	return string(out)
+}
+
+// readManifests decodes every document of deploy/'s manifest files.
 func readManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "deploy", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/: %v", err)
+	var files []string
+	for _, ext := range []string{"*.yaml", "*.yml", "*.json"} {
+		m, err := filepath.Glob(filepath.Join(repoRoot, "deploy", ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no manifests in deploy/")
 	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
@@ -58,63 +135,75 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 	return objs
 }
 
-// apply applies objects server-side; dryRun asks the API server to
-// validate and admit them without storing them.
-func apply(t *testing.T, objs []*unstructured.Unstructured, dryRun bool) {
+// awaitStored checks that the API server holds every object.
+func awaitStored(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	opts := metav1.ApplyOptions{FieldManager: "meshpilot-e2e", Force: true}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
 	for _, u := range objs {
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			t.Fatalf("%s %s: %v", gvk.Kind, u.GetName(), err)
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if u.GetNamespace() != "" {
-			ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-		}
-		if _, err := ri.Apply(ctx(t), u.GetName(), u, opts); err != nil {
-			t.Fatalf("applying %s %s (dry run %v): %v", gvk.Kind, u.GetName(), dryRun, err)
+		if _, err := dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Get(ctx(t), u.GetName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("after the README's command: %s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err)
 		}
 	}
 }
 
-func kinds(objs []*unstructured.Unstructured, want ...string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
+func countKind(objs []*unstructured.Unstructured, kind string) int {
+	n := 0
 	for _, u := range objs {
-		if slices.Contains(want, u.GetKind()) {
-			out = append(out, u)
+		if u.GetKind() == kind {
+			n++
 		}
 	}
-	return out
+	return n
 }
 
-// TestDeployManifests applies deploy/ to the real API server and runs
-// meshpilot with a token of its ServiceAccount: it must sync and serve
-// without a single forbidden error, and the role must ask for no more
-// than list and watch.
+// TestDeployManifests runs the README's deploy command, as written, with
+// kubectl against the empty test API server: every object of deploy/ must
+// be created in that one pass. kubectl apply -k deploy/ must render and
+// apply the same objects. Then meshpilot runs with the Deployment's own
+// container args and a token of the Deployment's ServiceAccount: it must
+// answer the Deployment's probes, sync and serve without a single
+// forbidden error.
 func TestDeployManifests(t *testing.T) {
 	objs := readManifests(t)
-	apply(t, kinds(objs, "Namespace"), false)
-	apply(t, objs, true)
-	apply(t, kinds(objs, "ServiceAccount", "ClusterRole", "ClusterRoleBinding"), false)
 	for _, want := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
-		if len(kinds(objs, want)) != 1 {
-			t.Errorf("deploy/ has %d %s objects, want 1", len(kinds(objs, want)), want)
+		if n := countKind(objs, want); n != 1 {
+			t.Errorf("deploy/ has %d %s objects, want 1", n, want)
 		}
 	}
+	for _, command := range readmeCommands(t, "## Deploying", "kubectl ") {
+		t.Logf("$ %s\n%s", command, kubectl(t, command))
+	}
+	awaitStored(t, objs)
 
-	// No more than read access.
-	var role rbacv1.ClusterRole
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(kinds(objs, "ClusterRole")[0].Object, &role); err != nil {
+	t.Run("kustomize renders the same objects, the Namespace first", func(t *testing.T) {
+		rendered := kubectl(t, "kubectl kustomize deploy/")
+		if first := strings.TrimSpace(strings.SplitN(rendered, "\n---\n", 2)[0]); !strings.Contains(first, "\nkind: Namespace\n") {
+			t.Fatalf("kubectl kustomize deploy/ does not start with the Namespace:\n%s", rendered)
+		}
+		out := kubectl(t, "kubectl apply -k deploy/")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range lines {
+			if !strings.HasSuffix(l, " unchanged") {
+				t.Errorf("apply -k after apply -f: %q, want every object unchanged", l)
+			}
+		}
+		if len(lines) != len(objs) {
+			t.Errorf("apply -k applied %d objects, deploy/ has %d:\n%s", len(lines), len(objs), out)
+		}
+	})
+
+	deploy := theDeployment(t, objs)
+	role, err := env.Client.RbacV1().ClusterRoles().Get(ctx(t), "meshpilot", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range role.Rules {
@@ -128,36 +217,129 @@ func TestDeployManifests(t *testing.T) {
 		}
 	}
 
-	// meshpilot with the ServiceAccount's token.
-	sa := kinds(objs, "ServiceAccount")[0]
-	tok, err := env.Client.CoreV1().ServiceAccounts(sa.GetNamespace()).CreateToken(ctx(t), sa.GetName(),
-		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", sa.GetNamespace(), sa.GetName(), err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	kc.AuthInfos["meshpilot"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "meshpilot"}
-	kc.CurrentContext = "test"
-	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kcPath); err != nil {
-		t.Fatal(err)
-	}
-
-	ns := env.Namespace(t, map[string]string{"mesh": "on"})
+	// The test's own service, in a namespace of its own: the Deployment
+	// watches every namespace.
+	ns := env.Namespace(t, nil)
 	bs := grpctest.StartBackends(t, "127.0.0.25")
 	createService(t, ns, "rbac", 7070)
 	writeSlice(t, ns, "rbac", bs)
 
+	c := deploy.Spec.Template.Spec.Containers[0]
+	args, addrs := localArgs(t, c)
+	args = append(args, "--kubeconfig", serviceAccountKubeconfig(t, deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName))
 	bin := testutil.BuildMeshpilot(t)
-	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
-	out := startProcess(t, bin, "serve", "--kubeconfig", kcPath, "--discovery-selectors", "mesh=on",
-		"--xds-addr", xdsAddr, "--http-addr", httpAddr)
-	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
-	cc := grpctest.Channel(t, xdsAddr, "xds:///rbac:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	out := startProcess(t, bin, args...)
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || addrs[p.HTTPGet.Port.StrVal] == "" {
+			t.Fatalf("probe %+v: want an HTTP probe on a named port meshpilot listens on", p)
+		}
+		testutil.AwaitHTTP(t, "http://"+addrs[p.HTTPGet.Port.StrVal]+p.HTTPGet.Path, http.StatusOK)
+	}
+	testutil.AwaitHTTP(t, "http://"+addrs["debug"]+"/debug/syncz", http.StatusOK)
+	cc := grpctest.Channel(t, addrs["grpc-xds"], "xds:///rbac:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
 	if strings.Contains(strings.ToLower(out.String()), "forbidden") {
 		t.Fatalf("meshpilot met a forbidden error with the deploy/ RBAC:\n%s", out.String())
 	}
+}
+
+// theDeployment reads deploy/'s Deployment back from the API server and
+// checks that its Service reaches the container's named ports.
+func theDeployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	var svc *corev1.Service
+	for _, u := range objs {
+		var err error
+		switch u.GetKind() {
+		case "Deployment":
+			d, err = env.Client.AppsV1().Deployments(u.GetNamespace()).Get(ctx(t), u.GetName(), metav1.GetOptions{})
+		case "Service":
+			svc, err = env.Client.CoreV1().Services(u.GetNamespace()).Get(ctx(t), u.GetName(), metav1.GetOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d == nil || svc == nil || len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("deploy/ needs a Deployment with one container and a Service")
+	}
+	named := map[string]bool{}
+	for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+		named[p.Name] = true
+	}
+	for _, p := range svc.Spec.Ports {
+		if !named[p.TargetPort.StrVal] {
+			t.Errorf("Service port %s targets %q, which the container does not name", p.Name, p.TargetPort.String())
+		}
+	}
+	return d
+}
+
+// listenFlags maps each flag on which meshpilot listens to the container
+// port it must serve; the debug pages have none and stay on loopback.
+var listenFlags = map[string]string{"--xds-addr": "grpc-xds", "--http-addr": "http-monitoring", "--debug-addr": "debug"}
+
+// localArgs returns the container's args with each listening address moved
+// to a free loopback port, after checking it against the container's
+// ports; addrs maps port names ("debug" for the debug pages) to the new
+// addresses.
+func localArgs(t *testing.T, c corev1.Container) (args []string, addrs map[string]string) {
+	t.Helper()
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	addrs = map[string]string{}
+	for _, a := range c.Args {
+		flag, value, _ := strings.Cut(a, "=")
+		portName, listens := listenFlags[flag]
+		if !listens {
+			if flag == "--kubeconfig" {
+				t.Fatalf("the Deployment sets %s: it must use its ServiceAccount", a)
+			}
+			args = append(args, a)
+			continue
+		}
+		host, port, err := net.SplitHostPort(value)
+		if err != nil {
+			t.Fatalf("the Deployment's %s: %v (want the --flag=value form)", a, err)
+		}
+		if want, ok := ports[portName]; ok && port != strconv.Itoa(int(want)) {
+			t.Errorf("the Deployment's %s is not its container port %s (%d)", a, portName, want)
+		}
+		if portName == "debug" && host != "127.0.0.1" && host != "localhost" {
+			t.Errorf("the Deployment's %s puts the debug pages on the network", a)
+		}
+		local := testutil.FreeAddr(t)
+		addrs[portName] = local
+		args = append(args, flag+"="+local)
+	}
+	for flag, portName := range listenFlags {
+		if _, ok := addrs[portName]; !ok {
+			t.Fatalf("the Deployment's args lack %s: meshpilot would listen on its default", flag)
+		}
+	}
+	return args, addrs
+}
+
+// serviceAccountKubeconfig writes a kubeconfig holding a TokenRequest
+// token of the ServiceAccount, as its Pod would get one.
+func serviceAccountKubeconfig(t *testing.T, ns, name string) string {
+	t.Helper()
+	tok, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx(t), name,
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: name}
+	kc.CurrentContext = "test"
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
