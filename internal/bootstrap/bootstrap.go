@@ -1,6 +1,6 @@
-// Package bootstrap writes grpc-go xDS bootstrap files: what a proxyless
-// gRPC workload reads (GRPC_XDS_BOOTSTRAP) to find meshpilot and to tell
-// it who it is.
+// Package bootstrap writes xDS bootstrap files: what a proxyless gRPC
+// workload reads (GRPC_XDS_BOOTSTRAP) to find meshpilot and to tell it who
+// it is. The format is grpc-go's; grpc-js reads the same files.
 package bootstrap
 
 import (
@@ -41,7 +41,7 @@ type Options struct {
 // their inbound listener, Istio's.
 const ServerListenerTemplate = "xds.istio.io/grpc/lds/inbound/%s"
 
-// Config is the JSON document grpc-go reads.
+// Config is the JSON document gRPC's xDS clients read.
 type Config struct {
 	XDSServers                         []Server                       `json:"xds_servers"`
 	Node                               Node                           `json:"node"`
@@ -79,8 +79,19 @@ type CertificateProvider struct {
 
 // Node tells the xDS server who the client is.
 type Node struct {
-	ID       string            `json:"id"`
+	ID string `json:"id"`
+	// Locality is always written, empty when unknown: grpc-js-xds refuses a
+	// bootstrap whose node has none ("locality field missing in node
+	// element").
+	Locality Locality          `json:"locality"`
 	Metadata map[string]string `json:"metadata"`
+}
+
+// Locality is where the workload runs, as in the xDS Locality message.
+type Locality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
 }
 
 // Build checks the options and returns the bootstrap document.

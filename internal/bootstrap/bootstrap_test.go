@@ -80,6 +80,26 @@ func TestGRPCAcceptsTheJSON(t *testing.T) {
 	}
 }
 
+// grpc-js-xds refuses a bootstrap whose node has no locality ("locality
+// field missing in node element") and then fails every RPC; C-core and
+// grpc-go accept one. An empty locality satisfies all three.
+func TestNodeHasALocality(t *testing.T) {
+	out, err := JSON(Options{XDSServer: "127.0.0.1:15010"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Node map[string]json.RawMessage `json:"node"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var locality map[string]string
+	if err := json.Unmarshal(doc.Node["locality"], &locality); err != nil || locality == nil {
+		t.Fatalf("node.locality is %s (%v), want an object:\n%s", doc.Node["locality"], err, out)
+	}
+}
+
 func TestBuildErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
