@@ -625,3 +625,18 @@ func TestLocalityFromDeprecatedNodeLabels(t *testing.T) {
 		"192.0.2.80:9090 HEALTHY old-r/old-z2/rack3, 192.0.2.81:9090 HEALTHY pinned-r/pinned-z/pinned-s")
 	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 }
+
+// TestStaleSliceAfterTargetPortChange: the Service's targetPort is 9090;
+// a slice written before a change still lists an address on 8080 when the
+// new slice lists it on 9090: one endpoint, on 9090.
+func TestStaleSliceAfterTargetPortChange(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, _ := startController(t, Options{Namespaces: []string{ns}})
+	host := Hostname("moved", ns, "cluster.local")
+	mustCreateService(t, ns, "moved", grpcPort)
+	mustCreateSlice(t, slice(ns, "moved-old", "moved", 8080, "grpc-api", sliceEndpoint{ip: "192.0.2.90"}))
+	// Alone, the old slice is all there is to go by.
+	waitEndpoints(t, c, host, 8080, "192.0.2.90:8080 HEALTHY ")
+	mustCreateSlice(t, slice(ns, "moved-new", "moved", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.90"}, sliceEndpoint{ip: "192.0.2.91"}))
+	waitEndpoints(t, c, host, 8080, "192.0.2.90:9090 HEALTHY , 192.0.2.91:9090 HEALTHY ")
+}

@@ -330,6 +330,9 @@ func (l EndpointLookup) node(name string) *corev1.Node {
 type matchedSlicePort struct {
 	name   string
 	number int32
+	// stale: the service port's numeric targetPort is another number, so
+	// the slice was written for an older spec of the Service.
+	stale bool
 }
 
 // BuildEndpoints builds the endpoints of svc from all of its
@@ -338,9 +341,14 @@ type matchedSlicePort struct {
 // (ServicePortName, Address, Port) and does not depend on the order of
 // slices.
 //
-// During a rollout or a slice rebalance one address briefly appears in two
-// slices; each (Address, Port, ServicePortName) is kept once, from the
-// healthiest slice that lists it (the first by slice name on a tie).
+// During a rollout, a slice rebalance or after a change of the Service's
+// targetPort, one address briefly appears in two slices, possibly on two
+// target ports. As in Istio, each (Address, ServicePortName) is kept once,
+// so that a stale slice cannot leave a second copy on an old port. Istio
+// keeps an arbitrary copy; here the copy kept is, in order of preference:
+// on the port the Service's numeric targetPort names (the other was
+// written for an older spec), the healthiest, from the newest slice (by
+// creation time), from the first slice by name.
 //
 // The endpoints of one call are allocated as one block, and those for the
 // ports of one address share their Labels map: a service's endpoints are
@@ -370,6 +378,8 @@ func BuildEndpoints(svc *model.Service, endpointSlices []*discoveryv1.EndpointSl
 	}
 
 	block := make([]model.Endpoint, 0, n)
+	// rank[i] orders the copies of block[i]'s key, lowest kept.
+	rank := make([]uint8, 0, n)
 	var ports []matchedSlicePort // reused across slices
 	for _, s := range ordered {
 		if s.AddressType == discoveryv1.AddressTypeFQDN {
@@ -388,23 +398,23 @@ func BuildEndpoints(svc *model.Service, endpointSlices []*discoveryv1.EndpointSl
 					base.Port = uint32(p.number)
 					base.ServicePortName = p.name
 					block = append(block, base)
+					rank = append(rank, copyRank(p.stale, health))
 				}
 			}
 		}
 	}
 
 	// Sorting indices, with the index as the last key, keeps the order of
-	// slices among equally healthy duplicates without a stable sort: the
+	// slices among equally ranked duplicates without a stable sort: the
 	// first of each run is the one to keep.
 	order := make([]int32, len(block))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(i, j int32) int {
-		a, b := &block[i], &block[j]
 		return cmp.Or(
-			compareEndpointKey(a, b),
-			cmp.Compare(healthRank(a.Health), healthRank(b.Health)),
+			compareEndpointKey(&block[i], &block[j]),
+			cmp.Compare(rank[i], rank[j]),
 			cmp.Compare(i, j),
 		)
 	})
@@ -419,20 +429,30 @@ func BuildEndpoints(svc *model.Service, endpointSlices []*discoveryv1.EndpointSl
 	return out
 }
 
-// compareEndpointKey uses strings.Compare, one pass over the bytes where
-// cmp.Compare may take two: sorting is a large part of BuildEndpoints.
+// copyRank orders copies of one endpoint: any copy on the Service's
+// target port before a stale one, then by health.
+func copyRank(stale bool, h model.Health) uint8 {
+	r := uint8(healthRank(h))
+	if stale {
+		r += 4
+	}
+	return r
+}
+
+// compareEndpointKey compares what makes endpoints duplicates: (service
+// port name, address). It uses strings.Compare, one pass over the bytes
+// where cmp.Compare may take two: sorting is a large part of
+// BuildEndpoints.
 func compareEndpointKey(a, b *model.Endpoint) int {
 	if c := strings.Compare(a.ServicePortName, b.ServicePortName); c != 0 {
 		return c
 	}
-	if c := strings.Compare(a.Address, b.Address); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Port, b.Port)
+	return strings.Compare(a.Address, b.Address)
 }
 
-// sortedSlices orders slices by namespace and name so that ties between
-// duplicates are broken the same way whatever order the lister returned.
+// sortedSlices orders slices newest first (by creation time), then by
+// namespace and name, so that ties between duplicates are broken the same
+// way whatever order the lister returned.
 func sortedSlices(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	out := make([]*discoveryv1.EndpointSlice, 0, len(in))
 	for _, s := range in {
@@ -441,7 +461,10 @@ func sortedSlices(in []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice 
 		}
 	}
 	slices.SortFunc(out, func(a, b *discoveryv1.EndpointSlice) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(
+			b.CreationTimestamp.Compare(a.CreationTimestamp.Time),
+			cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -462,7 +485,8 @@ func matchSlicePorts(dst []matchedSlicePort, svc *model.Service, ports []discove
 		}
 		for _, p := range svc.Ports {
 			if p.Name == name {
-				dst = append(dst, matchedSlicePort{name: name, number: *sp.Port})
+				stale := p.TargetPort != 0 && p.TargetPort != *sp.Port
+				dst = append(dst, matchedSlicePort{name: name, number: *sp.Port, stale: stale})
 				break
 			}
 		}

@@ -678,12 +678,32 @@ func TestBuildEndpointsMerge(t *testing.T) {
 			wantZone: "za",
 		},
 		{
-			desc: "same address on another port is not a duplicate",
+			// A stale slice from before a targetPort change: one endpoint
+			// per (address, service port name), as in Istio.
+			desc: "same address and port name on another target port is a duplicate",
 			slices: []*discoveryv1.EndpointSlice{
 				cvSlice("a", discoveryv1.AddressTypeIPv4, ports, ep("10.0.0.1", healthy, "za")),
 				cvSlice("b", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 9090)}, ep("10.0.0.1", unhealthy, "zb")),
 			},
-			want:     []cvBrief{{"10.0.0.1", 8080, "http", model.Healthy}, {"10.0.0.1", 9090, "http", model.Unhealthy}},
+			want:     []cvBrief{{"10.0.0.1", 8080, "http", model.Healthy}},
+			wantZone: "za",
+		},
+		{
+			desc: "equal health: the newest slice",
+			slices: []*discoveryv1.EndpointSlice{
+				cvCreated(cvSlice("a", discoveryv1.AddressTypeIPv4, ports, ep("10.0.0.1", healthy, "za")), 1),
+				cvCreated(cvSlice("b", discoveryv1.AddressTypeIPv4, ports, ep("10.0.0.1", healthy, "zb")), 2),
+			},
+			want:     []cvBrief{{"10.0.0.1", 8080, "http", model.Healthy}},
+			wantZone: "zb",
+		},
+		{
+			desc: "health beats age",
+			slices: []*discoveryv1.EndpointSlice{
+				cvCreated(cvSlice("a", discoveryv1.AddressTypeIPv4, ports, ep("10.0.0.1", healthy, "za")), 1),
+				cvCreated(cvSlice("b", discoveryv1.AddressTypeIPv4, ports, ep("10.0.0.1", draining, "zb")), 2),
+			},
+			want:     []cvBrief{{"10.0.0.1", 8080, "http", model.Healthy}},
 			wantZone: "za",
 		},
 		{
@@ -711,6 +731,54 @@ func TestBuildEndpointsMerge(t *testing.T) {
 			}
 			if forward[0].Locality.Zone != tt.wantZone {
 				t.Errorf("kept copy from zone %q, want %q", forward[0].Locality.Zone, tt.wantZone)
+			}
+		})
+	}
+}
+
+// cvCreated sets a slice's creation time, seconds after an arbitrary
+// epoch.
+func cvCreated(s *discoveryv1.EndpointSlice, sec int64) *discoveryv1.EndpointSlice {
+	s.CreationTimestamp = metav1.Unix(1_700_000_000+sec, 0)
+	return s
+}
+
+// TestBuildEndpointsStaleTargetPort: after a Service's targetPort changes
+// from 8080 to 9090, the slice controller writes new slices and deletes
+// the old ones; until then an address is listed on both ports. It must
+// stay one endpoint, on the port the Service names, whatever the slices'
+// health, age or names.
+func TestBuildEndpointsStaleTargetPort(t *testing.T) {
+	svc := cvService(model.Port{Name: "http", Port: 80, TargetPort: 9090})
+	oldPorts := []discoveryv1.EndpointPort{cvPort(new("http"), 8080)}
+	newPorts := []discoveryv1.EndpointPort{cvPort(new("http"), 9090)}
+	for _, tc := range []struct {
+		desc         string
+		oldName      string
+		oldCreated   int64
+		oldReady     bool
+		newName      string
+		newCreated   int64
+		newReady     bool
+		wantHealth   model.Health
+		wantEndpoint string
+	}{
+		{"both ready", "web-old", 1, true, "web-new", 2, true, model.Healthy, "10.0.0.1:9090"},
+		{"stale slice sorts first by name", "a-old", 1, true, "z-new", 2, true, model.Healthy, "10.0.0.1:9090"},
+		{"stale slice is newer", "web-old", 2, true, "web-new", 1, true, model.Healthy, "10.0.0.1:9090"},
+		{"stale slice is healthier", "web-old", 1, true, "web-new", 2, false, model.Unhealthy, "10.0.0.1:9090"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			in := []*discoveryv1.EndpointSlice{
+				cvCreated(cvSlice(tc.oldName, discoveryv1.AddressTypeIPv4, oldPorts, cvEndpoint(nil, tc.oldReady, "10.0.0.1")), tc.oldCreated),
+				cvCreated(cvSlice(tc.newName, discoveryv1.AddressTypeIPv4, newPorts, cvEndpoint(nil, tc.newReady, "10.0.0.1")), tc.newCreated),
+			}
+			for range 2 {
+				got := kube.BuildEndpoints(svc, in, kube.EndpointLookup{})
+				if len(got) != 1 || fmt.Sprintf("%s:%d", got[0].Address, got[0].Port) != tc.wantEndpoint || got[0].Health != tc.wantHealth {
+					t.Fatalf("got %+v, want one endpoint %s %v", cvBriefs(got), tc.wantEndpoint, tc.wantHealth)
+				}
+				slices.Reverse(in)
 			}
 		})
 	}
