@@ -384,6 +384,9 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 	var svc *model.Service
 	var port int32
 	if t == tListener {
+		if e := s.pushedListener(c, name); e != nil {
+			return e
+		}
 		svc, port = resolveListener(s.gen.Discovery, s.gen.suffix(), c.Namespace, name)
 		if svc == nil {
 			return &entry{name: name, version: absent}
@@ -417,6 +420,32 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 	}
 	byHost[e] = t
 	return e
+}
+
+// pushedListener returns the cached listener of the service a name
+// resolves to, as the last push of that service left it, or nil. Other
+// resources are found in the cache by name; a listener's key needs the
+// resolution, and resolving against the model would show a change before
+// its push: a Service deleted and created again within one debounce
+// window, whose push is held back for the create to follow, would reach a
+// client whose request is answered meanwhile (it ACKs, it subscribes to
+// another listener) as a deletion. The candidates are tried in order, as
+// resolveListener does: one that is in the model but not in the cache
+// ends the search, and the model decides. s.mu is held.
+func (s *Server) pushedListener(c Client, name string) *entry {
+	host, _, ok := splitHostPort(name)
+	if !ok {
+		return nil
+	}
+	for _, cand := range listenerCandidates(s.gen.suffix(), c.Namespace, host) {
+		if e := s.entries[tListener][entryKey{name: name, host: model.Hostname(cand)}]; e != nil {
+			return e
+		}
+		if s.gen.Discovery.GetService(model.Hostname(cand)) != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // build marshals a generated resource into an entry. s.mu is held.

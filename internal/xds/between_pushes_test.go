@@ -1,0 +1,65 @@
+package xds
+
+import (
+	"slices"
+	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// TestRequestsBetweenPushesKeepTheLastPush: a change of the model reaches
+// clients with its push, not before. A client whose request is answered
+// in between for another reason (it subscribes to one more listener, as
+// grpc-go does when a process opens a channel to another service) keeps
+// what the last push gave it for the rest. The debouncer holds back the
+// push of a deletion on purpose, for a create may follow (kubectl replace
+// --force): answering from the model meanwhile would send the deletion
+// anyway, and grpc-go would fail every RPC to that service.
+func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
+	// The server reads live; the debouncer watches another store that
+	// never changes, so that this test makes every push itself.
+	live := baseStore()
+	ts := startServer(t, model.NewStore(), func(o *Options) { o.Discovery = storeDiscovery{live} })
+	a := openADS(t, dial(t, ts.addr), grpcNode("client", "default"), true)
+	// subscribe asks for names (ACKing the previous response of the type)
+	// and ACKs the answer, which it returns.
+	last := map[string]*discovery.DiscoveryResponse{}
+	subscribe := func(typeURL string, names ...string) []string {
+		t.Helper()
+		a.send(typeURL, names, last[typeURL].GetVersionInfo(), last[typeURL].GetNonce(), nil)
+		r := a.next()
+		if r.GetTypeUrl() != typeURL {
+			t.Fatalf("asked for %s, got %s", typeURL, r.GetTypeUrl())
+		}
+		a.ack(r, names)
+		last[typeURL] = r
+		got := resourceNames(t, r)
+		slices.Sort(got)
+		return got
+	}
+	subscribe(ListenerType, "reviews:9080")
+	subscribe(ClusterType, reviews)
+
+	// reviews is deleted; its push is held back. Meanwhile the client
+	// subscribes to ratings too.
+	live.Delete("reviews.default.svc.cluster.local")
+	if got := subscribe(ListenerType, "reviews:9080", "ratings:7070"); !slices.Equal(got, []string{"ratings:7070", "reviews:9080"}) {
+		t.Fatalf("listeners between the deletion and its push: %v, want both", got)
+	}
+	if got := subscribe(ClusterType, reviews, ratings); !slices.Equal(got, []string{ratings, reviews}) {
+		t.Fatalf("clusters between the deletion and its push: %v, want both", got)
+	}
+
+	// The push sends the deletion.
+	ts.Push(pushOf(model.Event{Kind: model.ServiceDeleted, Hostname: "reviews.default.svc.cluster.local", NoEndpoints: true}))
+	seen := map[string][]string{}
+	for len(seen) < 2 {
+		r := a.next()
+		seen[r.GetTypeUrl()] = resourceNames(t, r)
+	}
+	if !slices.Equal(seen[ListenerType], []string{"ratings:7070"}) || !slices.Equal(seen[ClusterType], []string{ratings}) {
+		t.Fatalf("after the push of the deletion: %v, want ratings alone", seen)
+	}
+}
