@@ -513,27 +513,18 @@ func (r *Registry) updateModel(observed time.Time) {
 
 func (v *view) pod(namespace, name string) *kube.PodInfo { return v.pods[namespace+"/"+name] }
 
-// podByIP passes over finished Pods, whose IP may already be reused, and
-// breaks ties by name, as the Kubernetes registry does.
-func (v *view) podByIP(ip string) *kube.PodInfo {
-	var found *kube.PodInfo
-	for _, p := range v.podsByIP[ip] {
-		if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
-			continue
-		}
-		if found == nil || p.Name < found.Name {
-			found = p
-		}
-	}
-	return found
+// podByIP applies the Kubernetes registry's rule (kube.PodForIP).
+func (v *view) podByIP(namespace, ip string) *kube.PodInfo {
+	return kube.PodForIP(namespace, slices.Values(v.podsByIP[ip]))
 }
 
 func (v *view) node(name string) *corev1.Node { return v.nodes[name] }
 
-// WorkloadByIP returns the Pod that holds ip.
+// WorkloadByIP returns the Pod that holds ip (see kube.PodForIP; of any
+// namespace).
 func (r *Registry) WorkloadByIP(ip string) *model.Workload {
 	v := r.view.Load()
-	p := v.podByIP(ip)
+	p := v.podByIP("", ip)
 	if p == nil {
 		return nil
 	}

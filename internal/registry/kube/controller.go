@@ -339,24 +339,18 @@ func (c *Controller) pod(namespace, name string) *PodInfo {
 	return obj.(*PodInfo)
 }
 
-// podByIP finds the pod that holds ip. Finished pods may keep an IP that
-// a new pod already reuses, so they are passed over; ties go to the first
-// name so that the answer is stable.
-func (c *Controller) podByIP(ip string) *PodInfo {
-	var found *PodInfo
-	for _, scope := range c.scopes {
-		objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
-		for _, o := range objs {
-			p := o.(*PodInfo)
-			if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
-				continue
-			}
-			if found == nil || p.Name < found.Name {
-				found = p
+// podByIP applies PodForIP to the Pods cached under ip.
+func (c *Controller) podByIP(namespace, ip string) *PodInfo {
+	return PodForIP(namespace, func(yield func(*PodInfo) bool) {
+		for _, scope := range c.scopes {
+			objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
+			for _, o := range objs {
+				if !yield(o.(*PodInfo)) {
+					return
+				}
 			}
 		}
-	}
-	return found
+	})
 }
 
 func (c *Controller) node(name string) *corev1.Node {
@@ -367,9 +361,10 @@ func (c *Controller) node(name string) *corev1.Node {
 	return obj.(*corev1.Node)
 }
 
-// WorkloadByIP returns the pod that holds ip, read live from the cache.
+// WorkloadByIP returns the pod that holds ip (see PodForIP; of any
+// namespace), read live from the cache.
 func (c *Controller) WorkloadByIP(ip string) *model.Workload {
-	p := c.podByIP(ip)
+	p := c.podByIP(metav1.NamespaceAll, ip)
 	if p == nil {
 		return nil
 	}

@@ -640,3 +640,73 @@ func TestStaleSliceAfterTargetPortChange(t *testing.T) {
 	mustCreateSlice(t, slice(ns, "moved-new", "moved", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.90"}, sliceEndpoint{ip: "192.0.2.91"}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.90:9090 HEALTHY , 192.0.2.91:9090 HEALTHY ")
 }
+
+// TestPodByIPForEndpointWithoutTargetRef: a slice endpoint without a
+// targetRef takes its labels from the Pod holding its IP. A hostNetwork
+// IP is held by many Pods: one of another watched namespace, a finished
+// one and a deleting one of the slice's namespace, and the live one the
+// endpoint belongs to. A label change on that Pod reaches the endpoint.
+func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	other := env.Namespace(t, nil)
+	node := nodeName(t, "n")
+	mustCreateNode(t, node, map[string]string{corev1.LabelTopologyZone: "z1"})
+	const ip = "192.0.2.100"
+	mustCreatePod(t, other, "a-agent", ip, node, map[string]string{"app": "agent"})
+	job := mustCreatePod(t, ns, "b-job", ip, node, map[string]string{"app": "job"})
+	job.Status.Phase = corev1.PodSucceeded
+	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A Pod bound to a node is deleted gracefully: with no kubelet to
+	// finish the job, it stays, with its deletionTimestamp set.
+	mustCreatePod(t, ns, "c-old", ip, node, map[string]string{"app": "old"})
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "c-old", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(3600))}); err != nil {
+		t.Fatal(err)
+	}
+	mustCreatePod(t, ns, "d-new", ip, node, map[string]string{"app": "new", "version": "v1"})
+
+	c, rec := startController(t, Options{Namespaces: []string{ns, other}})
+	host := Hostname("hostnet", ns, "cluster.local")
+	mustCreateService(t, ns, "hostnet", grpcPort)
+	mustCreateSlice(t, slice(ns, "hostnet-1", "hostnet", 9090, "grpc-api", sliceEndpoint{ip: ip}))
+	podOf := func() (bool, string) {
+		eps := c.Endpoints(host, 8080, nil)
+		if len(eps) != 1 {
+			return false, fmt.Sprintf("%d endpoints", len(eps))
+		}
+		return true, fmt.Sprintf("pod %q labels %v", eps[0].PodName, eps[0].Labels)
+	}
+	want := fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v1", corev1.LabelTopologyZone: "z1"})
+	eventually(t, "the endpoint described by d-new", func() (bool, string) {
+		ok, got := podOf()
+		return ok && got == want, got
+	})
+	rec.take(ns)
+
+	p, err := env.Client.CoreV1().Pods(ns).Get(ctx(t), "d-new", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Labels["version"] = "v2"
+	if _, err := env.Client.CoreV1().Pods(ns).Update(ctx(t), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v2", corev1.LabelTopologyZone: "z1"})
+	eventually(t, "the endpoint relabelled", func() (bool, string) {
+		ok, got := podOf()
+		return ok && got == want, got
+	})
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+
+	// Once d-new is deleting too, no Pod of the namespace holds the IP.
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "d-new", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(3600))}); err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("pod %q labels %v", "", map[string]string(nil))
+	eventually(t, "the endpoint without a pod", func() (bool, string) {
+		ok, got := podOf()
+		return ok && got == want, got
+	})
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+}

@@ -287,8 +287,9 @@ func endpointLabels(pod *PodInfo, l model.Locality) map[string]string {
 // EndpointLookup finds the objects an endpoint refers to. Any func may be
 // nil; any may return nil.
 type EndpointLookup struct {
-	Pod     func(namespace, name string) *PodInfo
-	PodByIP func(ip string) *PodInfo
+	Pod func(namespace, name string) *PodInfo
+	// PodByIP returns PodForIP's choice among the Pods that hold ip.
+	PodByIP func(namespace, ip string) *PodInfo
 	Node    func(name string) *corev1.Node
 }
 
@@ -308,14 +309,14 @@ func (l EndpointLookup) podFor(ref *corev1.ObjectReference, namespace, address s
 			}
 		}
 		if l.PodByIP != nil {
-			if pod := l.PodByIP(address); pod != nil && pod.Name == ref.Name && pod.Namespace == ns {
+			if pod := l.PodByIP(ns, address); pod != nil && pod.Name == ref.Name {
 				return pod
 			}
 		}
 		return nil
 	}
 	if l.PodByIP != nil {
-		return l.PodByIP(address)
+		return l.PodByIP(namespace, address)
 	}
 	return nil
 }

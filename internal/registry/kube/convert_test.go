@@ -155,7 +155,7 @@ func cvPod(ns, name, ip, node string, labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec:       corev1.PodSpec{NodeName: node, ServiceAccountName: name + "-sa"},
-		Status:     corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}},
 	}
 }
 
@@ -399,18 +399,14 @@ func (f *cvFixture) addNode(n *corev1.Node) { f.nodes[n.Name] = n }
 func (f *cvFixture) lookup() kube.EndpointLookup {
 	return kube.EndpointLookup{
 		Pod: func(ns, name string) *kube.PodInfo { return kube.NewPodInfo(f.pods[ns+"/"+name]) },
-		PodByIP: func(ip string) *kube.PodInfo {
-			for _, p := range f.pods {
-				if p.Status.PodIP == ip {
-					return kube.NewPodInfo(p)
-				}
-				for _, pip := range p.Status.PodIPs {
-					if pip.IP == ip {
-						return kube.NewPodInfo(p)
+		PodByIP: func(namespace, ip string) *kube.PodInfo {
+			return kube.PodForIP(namespace, func(yield func(*kube.PodInfo) bool) {
+				for _, p := range f.pods {
+					if info := kube.NewPodInfo(p); slices.Contains(info.IPs, ip) && !yield(info) {
+						return
 					}
 				}
-			}
-			return nil
+			})
 		},
 		Node: func(name string) *corev1.Node {
 			f.nodeLookups++
@@ -796,6 +792,17 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 	f.addPod(cvPod("ns", "newcomer", "10.0.0.3", "node-a", map[string]string{"app": "newcomer"}))
 	f.addPod(cvPod("ns", "pinned", "10.0.0.4", "node-a", map[string]string{"app": "pinned", "istio-locality": "r9.z9.s9"}))
 	f.addPod(cvPod("ns", "hostnet", "10.0.0.5", "node-a", map[string]string{"app": "hostnet"}))
+	// 10.0.0.6 is a node's IP, shared by hostNetwork Pods: one of another
+	// namespace (first by name), a finished one and a deleting one of the
+	// slice's namespace, and the live one the endpoint belongs to.
+	f.addPod(cvPod("aaa", "agent", "10.0.0.6", "node-a", map[string]string{"app": "agent"}))
+	finished := f.addPod(cvPod("ns", "a-job", "10.0.0.6", "node-a", map[string]string{"app": "job"}))
+	finished.Status.Phase = corev1.PodSucceeded
+	deleting := f.addPod(cvPod("ns", "b-old", "10.0.0.6", "node-a", map[string]string{"app": "old"}))
+	deleting.DeletionTimestamp = &metav1.Time{}
+	f.addPod(cvPod("ns", "c-new", "10.0.0.6", "node-a", map[string]string{"app": "new"}))
+	// 10.0.0.7 is held only by a Pod of another namespace.
+	f.addPod(cvPod("other", "elsewhere", "10.0.0.7", "node-b", map[string]string{"app": "elsewhere"}))
 
 	tests := []struct {
 		desc   string
@@ -831,6 +838,25 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 				Labels:   map[string]string{"app": "by-ip", cvLabelRegion: "r1", cvLabelZone: "z1"},
 				Locality: model.Locality{Region: "r1", Zone: "z1"},
 				PodName:  "by-ip", NodeName: "node-a", ServiceAccount: "by-ip-sa",
+			},
+		},
+		{
+			desc:   "shared IP without targetRef: the live pod of the slice's namespace",
+			lookup: f.lookup(),
+			ep:     discoveryv1.Endpoint{Addresses: []string{"10.0.0.6"}},
+			want: model.Endpoint{
+				Labels:   map[string]string{"app": "new", cvLabelRegion: "r1", cvLabelZone: "z1"},
+				Locality: model.Locality{Region: "r1", Zone: "z1"},
+				PodName:  "c-new", NodeName: "node-a", ServiceAccount: "c-new-sa",
+			},
+		},
+		{
+			desc:   "IP held only by a pod of another namespace",
+			lookup: f.lookup(),
+			ep:     discoveryv1.Endpoint{Addresses: []string{"10.0.0.7"}, Zone: new("z-slice")},
+			want: model.Endpoint{
+				Labels:   map[string]string{cvLabelZone: "z-slice"},
+				Locality: model.Locality{Zone: "z-slice"},
 			},
 		},
 		{

@@ -89,7 +89,8 @@ func unchanged(oldObj, newObj any) bool {
 		return o.Name == n.Name && o.Namespace == n.Namespace && o.UID == n.UID &&
 			maps.Equal(o.Labels, n.Labels) && o.NodeName == n.NodeName &&
 			o.ServiceAccount == n.ServiceAccount && slices.Equal(o.IPs, n.IPs) &&
-			o.Phase == n.Phase && o.Ready == n.Ready
+			o.Phase == n.Phase && o.Ready == n.Ready &&
+			(o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil)
 	}
 	return false
 }

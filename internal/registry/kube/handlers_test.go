@@ -55,6 +55,10 @@ func TestUnchangedUpdates(t *testing.T) {
 		{"pod IP changed", pod("1", nil), pod("2", func(p *PodInfo) { p.IPs = []string{"10.0.0.2"} }), false},
 		{"pod not ready", pod("1", nil), pod("2", func(p *PodInfo) { p.Ready = false }), false},
 		{"pod finished", pod("1", nil), pod("2", func(p *PodInfo) { p.Phase = corev1.PodSucceeded }), false},
+		{"pod deleting", pod("1", nil), pod("2", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), false},
+		{"deleting pod's status churn",
+			pod("1", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }),
+			pod("2", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), true},
 		{"tombstone", cache.DeletedFinalStateUnknown{Key: "ns/p"}, pod("2", nil), false},
 	} {
 		if got := unchanged(tc.old, tc.new); got != tc.want {

@@ -1,6 +1,9 @@
 package kube
 
 import (
+	"cmp"
+	"iter"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,8 +17,8 @@ import (
 //
 // A PodInfo in a cache is shared: never modify one.
 type PodInfo struct {
-	// ObjectMeta keeps name, namespace, uid, labels, resourceVersion and
-	// owner references only.
+	// ObjectMeta keeps name, namespace, uid, labels, resourceVersion,
+	// owner references and deletionTimestamp only.
 	metav1.ObjectMeta
 	NodeName       string
 	ServiceAccount string
@@ -29,7 +32,8 @@ type PodInfo struct {
 }
 
 // NewPodInfo keeps what meshpilot reads of a Pod; nil gives nil. The
-// result shares the Pod's label map and owner references.
+// result shares the Pod's label map, owner references and deletion
+// timestamp.
 func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	if pod == nil {
 		return nil
@@ -42,6 +46,9 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 			Labels:          pod.Labels,
 			ResourceVersion: pod.ResourceVersion,
 			OwnerReferences: pod.OwnerReferences,
+			// Shared like the labels; nil for all but deleting Pods, so
+			// it costs a pointer.
+			DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		NodeName:       pod.Spec.NodeName,
 		ServiceAccount: pod.Spec.ServiceAccountName,
@@ -77,4 +84,32 @@ func (p *PodInfo) DeepCopyObject() runtime.Object {
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.IPs = append([]string(nil), p.IPs...)
 	return &out
+}
+
+// PodForIP picks, among the Pods that hold an IP (candidates, in any
+// order; nil ones are skipped), the one that an address of an
+// EndpointSlice in namespace belongs to when the slice names no Pod.
+// Namespace "" accepts any namespace.
+//
+// Only a Pod of the slice's own namespace counts, as in Istio: a
+// hostNetwork Pod has its node's IP, shared by every hostNetwork Pod on the
+// node, whatever their namespaces. Only a running Pod not being deleted
+// counts: a finished or terminating Pod may keep an IP that a new Pod
+// already has. Readiness does not matter (Istio's pod cache wants Ready
+// Pods too): the endpoint's own conditions say whether it takes traffic,
+// and its labels, and so its subsets, should not come and go with each
+// failed probe. Among several, the first by namespace and name, so that
+// the choice is stable.
+func PodForIP(namespace string, candidates iter.Seq[*PodInfo]) *PodInfo {
+	var found *PodInfo
+	for p := range candidates {
+		if p == nil || p.Phase != corev1.PodRunning || p.DeletionTimestamp != nil ||
+			(namespace != "" && p.Namespace != namespace) {
+			continue
+		}
+		if found == nil || cmp.Or(cmp.Compare(p.Namespace, found.Namespace), cmp.Compare(p.Name, found.Name)) < 0 {
+			found = p
+		}
+	}
+	return found
 }

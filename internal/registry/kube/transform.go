@@ -17,7 +17,7 @@ import (
 // when it entered the cache.
 
 // StripPod replaces a *corev1.Pod with a *PodInfo: name, namespace, uid,
-// labels, resourceVersion, ownerReferences, spec.nodeName,
+// labels, resourceVersion, ownerReferences, deletionTimestamp, spec.nodeName,
 // spec.serviceAccountName, the Pod's IPs, its phase and whether it is
 // Ready. A new object is built, rather than the old one trimmed, so that
 // nothing keeps the decoded original (containers, volumes, env, managed

@@ -36,8 +36,10 @@ func stFullPod() *corev1.Pod {
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "rs-uid", Controller: new(true),
 			}},
-			Finalizers:    []string{"example.com/f"},
-			ManagedFields: stManaged,
+			Finalizers:                 []string{"example.com/f"},
+			ManagedFields:              stManaged,
+			DeletionTimestamp:          &now,
+			DeletionGracePeriodSeconds: new(int64(30)),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:           "node-a",
@@ -71,8 +73,9 @@ func TestStripPod(t *testing.T) {
 	want := &kube.PodInfo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
-			Labels:          map[string]string{"app": "web"},
-			OwnerReferences: orig.OwnerReferences,
+			Labels:            map[string]string{"app": "web"},
+			OwnerReferences:   orig.OwnerReferences,
+			DeletionTimestamp: orig.DeletionTimestamp,
 		},
 		NodeName:       "node-a",
 		ServiceAccount: "web-sa",
