@@ -7,8 +7,9 @@
 //
 // The folder is watched: a saved edit is read again after a short quiet
 // period, so editors that save in bursts or by renaming a temporary file
-// into place cause one reload. Objects are validated as the API server
-// would validate them (except that endpoint addresses may be loopback). A
+// into place cause one reload. The fields meshpilot reads are validated as
+// the API server validates them (validate.go lists the few deliberate
+// differences, such as loopback endpoint addresses being allowed). A
 // file with any problem is reported with its document and field, and its
 // last good content stays in force; other files are not affected. Objects
 // defined in two files are reported and the first, in path order, wins.
@@ -349,9 +350,10 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		}
 	}
 
-	// References across files: an object's namespace must exist and a
-	// slice's service must exist, as they would in a cluster. A file whose
-	// new content refers to nothing keeps its last good content.
+	// References across files: an object's namespace must exist, as in a
+	// cluster, and a slice's Service too, which a cluster does not ask
+	// but without which the slice would serve nothing. A file whose new
+	// content refers to nothing keeps its last good content.
 	namespaces := map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
 	services := map[string]bool{}
 	for _, path := range order {

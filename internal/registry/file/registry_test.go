@@ -332,7 +332,7 @@ func TestFilesComeAndGo(t *testing.T) {
 		h.drain()
 		h.write("team/a/b/echo.yaml", goodService+"---\n"+goodSlice)
 		h.awaitEvent(model.ServiceChanged, "echo.default.svc.cluster.local")
-		if eps := h.reg.Endpoints("echo.default.svc.cluster.local", 7070, nil); len(eps) != 1 || eps[0].Address != "127.0.0.11" {
+		if eps := h.reg.Endpoints("echo.default.svc.cluster.local", 7070, nil); len(eps) != 1 || eps[0].Address != "192.0.2.11" {
 			t.Fatalf("endpoints of echo: %v", eps)
 		}
 	})
@@ -473,7 +473,7 @@ func TestFollowsAConfigMapVolume(t *testing.T) {
 	}
 	h := start(t, dir, Options{})
 	const echo = model.Hostname("echo.default.svc.cluster.local")
-	if got := healthOf(h.reg, echo, 7070); got["127.0.0.11"] != model.Healthy || len(got) != 1 {
+	if got := healthOf(h.reg, echo, 7070); got["192.0.2.11"] != model.Healthy || len(got) != 1 {
 		t.Fatalf("endpoints %v", got)
 	}
 	if ps := h.reg.Problems(); len(ps) > 0 {
@@ -482,7 +482,7 @@ func TestFollowsAConfigMapVolume(t *testing.T) {
 	h.drain()
 	version("..2026_02", goodService+"---\n"+strings.Replace(goodSlice, "ready: true", "ready: false", 1))
 	h.awaitEvent(model.EndpointsChanged, echo)
-	if got := healthOf(h.reg, echo, 7070); got["127.0.0.11"] != model.Unhealthy {
+	if got := healthOf(h.reg, echo, 7070); got["192.0.2.11"] != model.Unhealthy {
 		t.Fatalf("endpoints after the update %v", got)
 	}
 }

@@ -15,10 +15,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// The checks below follow the API server's validation of the fields
-// meshpilot reads, so that a folder that loads here would also be accepted
-// by a cluster. One deliberate difference: endpoint addresses may be
-// loopback, so that a folder can describe servers on 127.0.0.x.
+// The checks below follow the API server's validation (Kubernetes 1.37) of
+// the fields meshpilot reads, so that a folder that loads here would also
+// be accepted by a cluster, and one a cluster refuses is refused here.
+// TestVerdictsAgreeWithTheAPIServer holds both to the real API server.
+// Deliberate differences, each a case of that test:
+//   - endpoint addresses may be loopback, so that a folder can describe
+//     servers on 127.0.0.x;
+//   - fields meshpilot does not read are decoded (names and types) but
+//     their values are not checked: a Pod needs no containers;
+//   - stricter, because the mistake would silently serve nothing: a Pod
+//     phase must be a known one, an EndpointSlice port must be 1-65535,
+//     a slice must name its Service and that Service must be in the
+//     folder (registry.go);
+//   - stricter: kinds other than Namespace, Service, EndpointSlice, Pod
+//     and Node are refused, not ignored, and so is an object defined
+//     twice in one file, which kubectl would apply twice, the second
+//     winning (parse.go).
 
 var metadataPath = field.NewPath("metadata")
 
@@ -68,13 +81,23 @@ func validateAppProtocol(v *string, fld *field.Path) field.ErrorList {
 	return metav1validation.ValidateLabelName(*v, fld)
 }
 
+// isHeadless is the API server's test: "None" as the only cluster IP.
+func isHeadless(svc *corev1.Service) bool {
+	if len(svc.Spec.ClusterIPs) > 0 {
+		return len(svc.Spec.ClusterIPs) == 1 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone
+	}
+	return svc.Spec.ClusterIP == corev1.ClusterIPNone
+}
+
 func validateService(svc *corev1.Service) field.ErrorList {
-	errs := apivalidation.ValidateObjectMeta(&svc.ObjectMeta, true, apivalidation.NameIsDNS1035Label, metadataPath)
+	// Service names are DNS-1123 labels since Kubernetes 1.36 (KEP-5311);
+	// they were DNS-1035 labels, which may not start with a digit.
+	errs := apivalidation.ValidateObjectMeta(&svc.ObjectMeta, true, apivalidation.NameIsDNSLabel, metadataPath)
 	spec := field.NewPath("spec")
 
 	switch svc.Spec.Type {
 	case "", corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
-		if len(svc.Spec.Ports) == 0 {
+		if len(svc.Spec.Ports) == 0 && !isHeadless(svc) {
 			errs = append(errs, field.Required(spec.Child("ports"), "a Service needs at least one port"))
 		}
 	case corev1.ServiceTypeExternalName:
@@ -214,10 +237,11 @@ func validatePod(pod *corev1.Pod) field.ErrorList {
 	return errs
 }
 
+// The API server's limits.
 const (
 	maxSliceEndpoints = 1000
 	maxSliceAddresses = 100
-	maxSlicePorts     = 100
+	maxSlicePorts     = 20000
 )
 
 var addressTypes = []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN}
@@ -230,7 +254,7 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 	case !ok || svc == "":
 		errs = append(errs, field.Required(label, "names the Service whose endpoints these are"))
 	default:
-		for _, msg := range validation.IsDNS1035Label(svc) {
+		for _, msg := range validation.IsDNS1123Label(svc) {
 			errs = append(errs, field.Invalid(label, svc, "not a Service name: "+msg))
 		}
 	}
@@ -267,16 +291,8 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 		if e.NodeName != nil {
 			errs = append(errs, validateDNSSubdomain(*e.NodeName, fld.Child("nodeName"))...)
 		}
-		if ref := e.TargetRef; ref != nil && ref.Kind == "Pod" {
-			if ref.Name == "" {
-				errs = append(errs, field.Required(fld.Child("targetRef", "name"), "the Pod's name"))
-			} else {
-				errs = append(errs, validateDNSSubdomain(ref.Name, fld.Child("targetRef", "name"))...)
-			}
-			if ref.Namespace != "" && ref.Namespace != s.Namespace {
-				errs = append(errs, field.Invalid(fld.Child("targetRef", "namespace"), ref.Namespace, "must be the slice's namespace "+s.Namespace))
-			}
-		}
+		// targetRef is not checked: the API server takes any, and a
+		// reference to no Pod finds none, as in a cluster.
 	}
 
 	ports := field.NewPath("ports")
@@ -312,7 +328,7 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 // except that loopback addresses are allowed.
 func validateEndpointAddress(a string, t discoveryv1.AddressType, fld *field.Path) field.ErrorList {
 	if t == discoveryv1.AddressTypeFQDN {
-		return validateDNSSubdomain(a, fld)
+		return validation.IsFullyQualifiedDomainName(fld, a)
 	}
 	errs := validation.IsValidIPForLegacyField(fld, a, true, nil)
 	if len(errs) > 0 {
