@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -411,6 +412,7 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		nodes:      map[string]*corev1.Node{},
 	}
 	first := map[objectKey]*Object{}
+	var pods []*corev1.Pod
 	for _, path := range order {
 		for _, o := range candidate[path] {
 			if f, dup := first[o.key()]; dup {
@@ -420,8 +422,16 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 				continue
 			}
 			first[o.key()] = o
+			if pod, ok := o.Obj.(*corev1.Pod); ok {
+				pods = append(pods, pod)
+				continue
+			}
 			v.add(o)
 		}
+	}
+	// Pods last: their labels depend on their Node's.
+	for _, pod := range pods {
+		v.addPod(pod)
 	}
 	r.view.Store(v)
 	return problems
@@ -436,15 +446,57 @@ func (v *view) add(o *Object) {
 	case *discoveryv1.EndpointSlice:
 		key := obj.Namespace + "/" + obj.Labels[discoveryv1.LabelServiceName]
 		v.slices[key] = append(v.slices[key], obj)
-	case *corev1.Pod:
-		info := kube.NewPodInfo(obj)
-		v.pods[obj.Namespace+"/"+obj.Name] = info
-		for _, ip := range info.IPs {
-			v.podsByIP[ip] = append(v.podsByIP[ip], info)
-		}
 	case *corev1.Node:
 		v.nodes[obj.Name] = obj
 	}
+}
+
+// addPod indexes a Pod with the labels a cluster would hold for it; its
+// Node, if any, is in the view already.
+func (v *view) addPod(pod *corev1.Pod) {
+	if labels := admittedLabels(pod, v.nodes[pod.Spec.NodeName]); labels != nil {
+		admitted := *pod // the parsed Pod is kept for later reloads: not changed
+		admitted.Labels = labels
+		pod = &admitted
+	}
+	info := kube.NewPodInfo(pod)
+	v.pods[pod.Namespace+"/"+pod.Name] = info
+	for _, ip := range info.IPs {
+		v.podsByIP[ip] = append(v.podsByIP[ip], info)
+	}
+}
+
+// nodeTopologyLabels are the Node labels the API server copies onto a Pod
+// when it is bound to the Node, overwriting the Pod's own (admission
+// plugin PodTopologyLabels, on by default since Kubernetes 1.35).
+var nodeTopologyLabels = []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion}
+
+// admittedLabels returns the labels the API server would store for pod on
+// node, or nil when they are the Pod's own. A cluster copies the labels
+// once, when the Pod is bound; a folder has no such moment, so they follow
+// the Node's current labels.
+func admittedLabels(pod *corev1.Pod, node *corev1.Node) map[string]string {
+	if node == nil {
+		return nil
+	}
+	var out map[string]string
+	for _, k := range nodeTopologyLabels {
+		nv, ok := node.Labels[k]
+		if !ok {
+			continue
+		}
+		if pv, has := pod.Labels[k]; has && pv == nv {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(pod.Labels)
+			if out == nil {
+				out = map[string]string{}
+			}
+		}
+		out[k] = nv
+	}
+	return out
 }
 
 // report logs each file's problems when they change, and keeps them for

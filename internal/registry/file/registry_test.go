@@ -5,11 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/examples"
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -39,20 +43,38 @@ func start(t *testing.T, dir string, opts Options) *harness {
 	}
 	h.reg = reg
 	reg.AppendEventHandler(func(ev model.Event) { h.events <- ev })
+	t.Cleanup(func() { // runs after the registry has stopped
+		if t.Failed() {
+			t.Logf("registry log:\n%s", h.logs.String())
+		}
+	})
+	runUntilCleanup(t, "file", reg)
+	return h
+}
+
+// runUntilCleanup runs a registry until the test ends and waits for its
+// first model.
+func runUntilCleanup(t *testing.T, name string, reg interface {
+	Run(context.Context) error
+	HasSynced() bool
+}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- reg.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("registry log:\n%s", h.logs.String())
+			t.Errorf("%s registry: %v", name, err)
 		}
 	})
-	h.until("the first read", reg.HasSynced)
-	return h
+	deadline := time.Now().Add(wait)
+	for !reg.HasSynced() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the %s registry never synced", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // until polls cond until it holds or the deadline passes.
@@ -484,5 +506,43 @@ func TestFollowsAConfigMapVolume(t *testing.T) {
 	h.awaitEvent(model.EndpointsChanged, echo)
 	if got := healthOf(h.reg, echo, 7070); got["192.0.2.11"] != model.Unhealthy {
 		t.Fatalf("endpoints after the update %v", got)
+	}
+}
+
+// A cluster copies the Node's topology labels onto a Pod bound to it;
+// the folder's Pods get them too.
+func TestAdmittedLabels(t *testing.T) {
+	zoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a", "other": "x",
+	}}}
+	bare := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	pod := func(labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: labels}, Spec: corev1.PodSpec{NodeName: "n"}}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		node *corev1.Node
+		want map[string]string // nil: the Pod's own
+	}{
+		{"no Node", pod(map[string]string{"app": "a"}), nil, nil},
+		{"a Node without topology labels", pod(map[string]string{"app": "a"}), bare, nil},
+		{"a zoned Node", pod(map[string]string{"app": "a"}), zoned,
+			map[string]string{"app": "a", corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a"}},
+		{"a Pod without labels", pod(nil), zoned, map[string]string{corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a"}},
+		{"the Node's value wins", pod(map[string]string{corev1.LabelTopologyZone: "mine"}), zoned,
+			map[string]string{corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a"}},
+		{"already the Node's", pod(map[string]string{corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a"}), zoned, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.pod.Labels)
+			got := admittedLabels(tc.pod, tc.node)
+			if (got == nil) != (tc.want == nil) || !maps.Equal(got, tc.want) {
+				t.Fatalf("labels %v, want %v", got, tc.want)
+			}
+			if !maps.Equal(tc.pod.Labels, before) {
+				t.Fatalf("the Pod's own labels changed to %v", tc.pod.Labels)
+			}
+		})
 	}
 }
