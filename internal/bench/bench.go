@@ -371,8 +371,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.snapshot(proc, "churn")
 		waitChurnProfile()
 		prof.fetch(ctx, "heap?gc=1", "heap-churn.pb.gz")
-		logf("churn: %d (client, change) pairs: p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d misses",
-			churn.Pairs, churn.P50MS, churn.P99MS, churn.MaxMS, churn.Misses)
+		logf("churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms (%d seen before it returned); %d misses",
+			churn.Pairs, churn.FromWriteStart.P50MS, churn.FromWriteStart.P99MS, churn.P50MS, churn.P99MS, churn.BeforeWriteReturned, churn.Misses)
 	}
 	if err := proc.alive(); err != nil {
 		return nil, err
