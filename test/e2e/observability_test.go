@@ -662,15 +662,21 @@ func TestShutdownWithoutStreamsIsQuick(t *testing.T) {
 }
 
 // TestMaxConnectionAge: connections are closed after their age so that
-// clients reconnect; a grpc-go client carries on through it.
+// clients reconnect. A raw stream is ended; the grpc-go client's first
+// stream is ended too, and a change made after that still reaches it,
+// which it can only get over a stream it opened again.
 func TestMaxConnectionAge(t *testing.T) {
 	ns := env.Namespace(t, nil)
-	bs := grpctest.StartBackends(t, "127.0.0.35")
+	bs := grpctest.StartBackends(t, "127.0.0.35", "127.0.0.36")
 	createService(t, ns, "aged", 7070)
 	writeZonedSlice(t, ns, "aged", "z", bs)
 	srv := startObserved(t, ns, server.Options{MaxConnectionAge: time.Second, MaxConnectionAgeGrace: time.Second})
 	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///aged:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
+	first := grpcStreams(srv)
+	if len(first) != 1 {
+		t.Fatalf("gRPC streams %v, want one", first)
+	}
 
 	raw := openRawADS(t, srv.XDSAddr(), "aging-envoy")
 	raw.send(xds.ClusterType, []string{"outbound|7070||aged." + ns + ".svc.cluster.local"}, "", "", "")
@@ -678,8 +684,27 @@ func TestMaxConnectionAge(t *testing.T) {
 	if err := raw.awaitEnd(grpctest.Wait); err == nil {
 		t.Fatal("stream ended without an error")
 	}
-	// By now the gRPC client's connection aged out too; it reconnected.
-	grpctest.AwaitSpread(t, cc, bs...)
+
+	deadline := time.Now().Add(grpctest.Wait)
+	for slices.Contains(grpcStreams(srv), first[0]) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gRPC client's stream %d is still open after %v", first[0], grpctest.Wait)
+		}
+		time.Sleep(20 * time.Millisecond) // between polls
+	}
+	writeZonedSlice(t, ns, "aged", "z", bs, bs[0])
+	grpctest.AwaitSpread(t, cc, bs[1])
+}
+
+// grpcStreams lists the numbers of the open streams of gRPC clients.
+func grpcStreams(srv *running) []int64 {
+	var ids []int64
+	for _, c := range srv.XDS().Clients() {
+		if c.GRPC {
+			ids = append(ids, c.Stream)
+		}
+	}
+	return ids
 }
 
 // TestServeDrainsOnSIGTERM: the serve command answers SIGTERM with the
