@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
@@ -206,13 +207,15 @@ current-context: c
 }
 
 // TestAPIServerRestartKeepsServing stops the API server under a running
-// meshpilot: clients keep the endpoints they have and RPCs keep flowing;
-// once it is back, changes are pushed again.
+// meshpilot: once meshpilot's watches have failed, clients keep the
+// endpoints they have and RPCs keep flowing; once it is back, changes are
+// pushed again.
 func TestAPIServerRestartKeepsServing(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	bs := grpctest.StartBackends(t, "127.0.0.26", "127.0.0.27")
 	createService(t, ns, "steady", 7070)
 	writeSlice(t, ns, "steady", bs)
+	clientGo := captureClientGoLog(t)
 	srv := startMeshpilot(t, ns)
 	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///steady:7070",
 		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
@@ -226,6 +229,13 @@ func TestAPIServerRestartKeepsServing(t *testing.T) {
 		if !restarted {
 			_ = env.StartAPIServer()
 		}
+	})
+	// client-go retries a refused watch quietly, at debug level (meshpilot
+	// serve --log-level debug shows it): the first refusal says that the
+	// outage has reached meshpilot's EndpointSlice informer.
+	clientGo.Await(t, "meshpilot's EndpointSlice watch refused", 0, func(l string) bool {
+		return strings.Contains(l, "Watch failed") && strings.Contains(l, "*v1.EndpointSlice") &&
+			strings.Contains(l, "/namespaces/"+ns+"/") && strings.Contains(l, "connection refused")
 	})
 	// Without the API server the model stays as it was and is still served,
 	// to this client and to a new one.
@@ -242,4 +252,16 @@ func TestAPIServerRestartKeepsServing(t *testing.T) {
 	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("clients sent %d NACKs", n)
 	}
+}
+
+// captureClientGoLog collects what client-go logs through klog, debug
+// level included, as meshpilot serve routes it into its own log. klog's
+// logger may change only while nothing logs: call it before meshpilot
+// starts; it is restored after meshpilot stops.
+func captureClientGoLog(t *testing.T) *testutil.Lines {
+	t.Helper()
+	out := testutil.NewLines()
+	klog.SetSlogLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(klog.ClearLogger)
+	return out
 }
