@@ -5,6 +5,7 @@ package quickstart
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -27,7 +28,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 
 	"github.com/meshpilot/meshpilot/examples"
@@ -248,7 +251,8 @@ func TestServeFromAFolderWithBootstrap(t *testing.T) {
 }
 
 // TestBootstrapWithMutualTLS: the printed bootstrap's tls channel
-// credentials reach a meshpilot that requires client certificates.
+// credentials reach a meshpilot that requires client certificates, and
+// clients without one, or with one from another CA, are refused.
 func TestBootstrapWithMutualTLS(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
 	bs := grpctest.StartBackends(t, "127.0.0.43")
@@ -266,6 +270,55 @@ func TestBootstrapWithMutualTLS(t *testing.T) {
 		t.Fatalf("bootstrap without tls credentials or certificate provider:\n%s", out)
 	}
 	grpctest.AwaitSpread(t, channelFrom(t, out, "xds:///echo.files.svc.cluster.local:7070"), bs...)
+
+	stranger := newPKI(t)
+	for _, tc := range []struct {
+		name, pod string
+		certFlags []string
+	}{
+		{"a client without a certificate is refused", "no-cert", nil},
+		{"a client certificate from another CA is refused", "stranger", []string{"--cert", stranger.clientCert, "--key", stranger.clientKey}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := runBootstrap(t, bin, append([]string{"--xds-server", xdsAddr, "--namespace", "files", "--pod", tc.pod, "--ca-cert", pki.ca}, tc.certFlags...)...)
+			// Without configuration from the xDS server the channel fails
+			// the RPC instead of waiting.
+			if _, err := grpctest.Call(context.Background(), channelFrom(t, out, "xds:///echo.files.svc.cluster.local:7070")); status.Code(err) != codes.Unavailable {
+				t.Fatalf("RPC through meshpilot without a valid client certificate: %v, want Unavailable", err)
+			}
+			// Refused in the TLS handshake, never an xDS stream.
+			for _, node := range xdsNodes(t, httpAddr) {
+				if strings.Contains(node, "~"+tc.pod+".files~") {
+					t.Fatalf("meshpilot holds a stream of %s", node)
+				}
+			}
+		})
+	}
+}
+
+// xdsNodes lists the node ids of the xDS streams meshpilot holds, from its
+// /debug/syncz.
+func xdsNodes(t *testing.T, httpAddr string) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/debug/syncz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var streams []struct {
+		NodeID string `json:"nodeID"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&streams); err != nil {
+		t.Fatalf("/debug/syncz: %v", err)
+	}
+	var nodes []string
+	for _, s := range streams {
+		nodes = append(nodes, s.NodeID)
+	}
+	if len(nodes) == 0 {
+		t.Fatal("/debug/syncz lists no stream, not even the client with a valid certificate")
+	}
+	return nodes
 }
 
 type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
