@@ -90,8 +90,14 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
-// waitEvents waits until the recorder holds the wanted events for ns (in
-// order, nothing else) and then checks that no further event follows soon.
+// settle is how long a test waits to see that no further event follows:
+// a second rebuild of the same change would come within milliseconds.
+const settle = 500 * time.Millisecond
+
+// waitEvents waits until the recorder holds as many events for ns as
+// wanted, checks that they are exactly the wanted ones, in order, and then
+// that no further event follows within settle: otherwise a late duplicate
+// would pass for the event the next step waits for.
 func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 	t.Helper()
 	var got []model.Event
@@ -110,6 +116,7 @@ func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
+	assertQuiet(t, rec, ns, settle)
 }
 
 func ctx(t *testing.T) context.Context {
@@ -335,7 +342,7 @@ func TestPodArrivesAfterItsSlice(t *testing.T) {
 	mustCreateSlice(t, slice(ns, "late-1", "late", 9090, "grpc-api",
 		sliceEndpoint{ip: "192.0.2.10", pod: "late-1", zone: "slice-zone"}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.10:9090 HEALTHY /slice-zone/")
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 	if ep := c.Endpoints(host, 8080, nil); ep[0].ServiceAccount != "" || ep[0].Labels["app"] != "" {
 		t.Fatalf("endpoint has pod data before the pod exists: %+v", ep[0])
 	}
@@ -359,7 +366,7 @@ func TestNodeZoneChangeMovesLocality(t *testing.T) {
 	mustCreateService(t, ns, "zoned", grpcPort)
 	mustCreateSlice(t, slice(ns, "zoned-1", "zoned", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.20", pod: "p1", node: node}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z1/")
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 
 	mustUpdateNode(t, node, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "z2" })
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z2/")
@@ -367,17 +374,39 @@ func TestNodeZoneChangeMovesLocality(t *testing.T) {
 
 	// A node update that touches nothing we read changes nothing.
 	mustUpdateNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = true })
-	assertQuiet(t, rec, ns)
+	assertQuiet(t, rec, ns, time.Second)
 }
 
-// assertQuiet checks that no event for ns arrives within a second. An
-// absence cannot be awaited, so this is the one place a test waits for a
-// fixed time; a late event would fail a later assertion anyway.
-func assertQuiet(t *testing.T, rec *recorder, ns string) {
+// settledEvents returns the events for ns once none has come for settle:
+// everything the steps so far caused, late events included. A test that
+// only waited for the model to show a change could miss an event still on
+// its way (handlers run after the change is visible) and take it later for
+// the event of its next step.
+func settledEvents(t *testing.T, rec *recorder, ns string) []model.Event {
 	t.Helper()
-	time.Sleep(time.Second)
+	var got []model.Event
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		time.Sleep(settle)
+		more := rec.take(ns)
+		if len(more) == 0 {
+			return got
+		}
+		got = append(got, more...)
+		if time.Now().After(deadline) {
+			t.Fatalf("events for %s do not settle: %v", ns, got)
+		}
+	}
+}
+
+// assertQuiet checks that no event for ns arrives within d. An absence
+// cannot be awaited, so this is the one place a test waits for a fixed
+// time.
+func assertQuiet(t *testing.T, rec *recorder, ns string, d time.Duration) {
+	t.Helper()
+	time.Sleep(d)
 	if got := rec.take(ns); len(got) > 0 {
-		t.Fatalf("unexpected events: %v", got)
+		t.Fatalf("unexpected events after %v: %v", d, got)
 	}
 }
 
@@ -468,8 +497,8 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	if c.GetService(hostA) == nil || c.GetService(hostB) != nil {
 		t.Fatalf("after sync: a=%v b=%v, want only a", c.GetService(hostA), c.GetService(hostB))
 	}
-	rec.take(prod)
-	rec.take(dev)
+	settledEvents(t, rec, prod)
+	settledEvents(t, rec, dev)
 
 	relabel := func(ns string, labels map[string]string) {
 		t.Helper()
@@ -493,7 +522,7 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	}
 	// New objects in an unselected namespace stay out.
 	mustCreateService(t, prod, "a2", grpcPort)
-	assertQuiet(t, rec, prod)
+	assertQuiet(t, rec, prod, time.Second)
 }
 
 func TestSyncedMeansModelBuilt(t *testing.T) {
@@ -538,7 +567,7 @@ func TestAPIServerRestart(t *testing.T) {
 	mustCreateService(t, ns, "steady", grpcPort)
 	mustCreateSlice(t, slice(ns, "steady-1", "steady", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.60"}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 
 	if err := env.StopAPIServer(); err != nil {
 		t.Fatal(err)
@@ -553,7 +582,7 @@ func TestAPIServerRestart(t *testing.T) {
 		return c.GetService(after) != nil, "missing"
 	})
 	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns, NoEndpoints: true})
-	assertQuiet(t, rec, ns)
+	assertQuiet(t, rec, ns, time.Second)
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
 }
 
@@ -575,7 +604,7 @@ func TestPodAndNodeDeletes(t *testing.T) {
 	if ep := c.Endpoints(host, 8080, model.Labels{"tier": "web"}); len(ep) != 1 || ep[0].ServiceAccount != "sa-p1" {
 		t.Fatalf("endpoint before the deletes: %+v", ep)
 	}
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
@@ -618,7 +647,7 @@ func TestLocalityFromDeprecatedNodeLabels(t *testing.T) {
 		sliceEndpoint{ip: "192.0.2.81", pod: "p2", node: node, zone: "slice-zone"}))
 	waitEndpoints(t, c, host, 8080,
 		"192.0.2.80:9090 HEALTHY old-r/old-z1/rack3, 192.0.2.81:9090 HEALTHY pinned-r/pinned-z/pinned-s")
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 
 	mustUpdateNode(t, node, func(n *corev1.Node) { n.Labels[corev1.LabelFailureDomainBetaZone] = "old-z2" })
 	waitEndpoints(t, c, host, 8080,
@@ -682,7 +711,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 		ok, got := podOf()
 		return ok && got == want, got
 	})
-	rec.take(ns)
+	settledEvents(t, rec, ns)
 
 	p, err := env.Client.CoreV1().Pods(ns).Get(ctx(t), "d-new", metav1.GetOptions{})
 	if err != nil {
