@@ -124,10 +124,7 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res)}
 	if o.MapAddress != nil {
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", o.MapAddress(addr))
-		}))
+		opts = append(opts, DialMapped(o.MapAddress))
 	}
 	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
@@ -135,6 +132,15 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
+}
+
+// DialMapped makes a channel dial mapAddress(addr) wherever it would dial
+// addr.
+func DialMapped(mapAddress func(addr string) string) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", mapAddress(addr))
+	})
 }
 
 // DocToLoopback maps 192.0.2.N (the documentation range, which the API

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -34,37 +33,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// repoRoot is where the README's commands run from.
-var repoRoot = filepath.Join("..", "..")
-
-// readmeCommands returns the commands of the README's shell blocks under
-// the heading section that start with prefix, as written (comments cut).
-func readmeCommands(t *testing.T, section, prefix string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var cmds []string
-	inSection, inBlock := false, false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "#") && !inBlock:
-			inSection = strings.TrimSpace(line) == section
-		case strings.HasPrefix(line, "```"):
-			inBlock = !inBlock
-		case inSection && inBlock && strings.HasPrefix(line, prefix):
-			cmd, _, _ := strings.Cut(line, " #")
-			cmds = append(cmds, strings.TrimSpace(cmd))
-		}
-	}
-	if len(cmds) == 0 {
-		t.Fatalf("README.md shows no %q command under %q", prefix, section)
-	}
-	return cmds
+// isDeployCommand selects the README's commands that TestDeployManifests
+// runs as written.
+func isDeployCommand(c testutil.ReadmeCommand) bool {
+	return c.Section == "## Deploying" && strings.HasPrefix(c.Line, "kubectl ")
 }
 
 // kubectl runs the kubectl built from Kubernetes' source (tools/kubectl)
@@ -86,7 +58,7 @@ func kubectl(t *testing.T, command string) string {
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(c, bin, args[1:]...)
-	cmd.Dir = repoRoot
+	cmd.Dir = testutil.RepoRoot(t)
 	// The test API server, a discovery cache of the test's own and no
 	// user preferences (kuberc) from this machine.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig, "KUBECACHEDIR="+t.TempDir(), "KUBERC=off")
@@ -102,7 +74,7 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	var files []string
 	for _, ext := range []string{"*.yaml", "*.yml", "*.json"} {
-		m, err := filepath.Glob(filepath.Join(repoRoot, "deploy", ext))
+		m, err := filepath.Glob(filepath.Join(testutil.RepoRoot(t), "deploy", ext))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +151,15 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("deploy/ has %d %s objects, want 1", n, want)
 		}
 	}
-	for _, command := range readmeCommands(t, "## Deploying", "kubectl ") {
-		t.Logf("$ %s\n%s", command, kubectl(t, command))
+	ran := 0
+	for _, c := range testutil.ReadmeCommands(t) {
+		if isDeployCommand(c) {
+			t.Logf("$ %s\n%s", c.Line, kubectl(t, c.Line))
+			ran++
+		}
+	}
+	if ran == 0 {
+		t.Fatal("README.md shows no kubectl command under ## Deploying")
 	}
 	awaitStored(t, objs)
 

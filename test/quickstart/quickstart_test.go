@@ -23,7 +23,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,52 +37,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// process is the meshpilot binary running in the background.
-type process struct {
-	cmd    *exec.Cmd
-	out    *testutil.Lines
-	exited chan error
-}
-
-// start runs bin with args; the test stops it (SIGTERM) if it still runs.
-func start(t *testing.T, bin string, args ...string) *process {
+// start runs bin with args in the background (see testutil.Start).
+func start(t *testing.T, bin string, args ...string) *testutil.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	out := testutil.NewLines()
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, out: out, exited: make(chan error, 1)}
-	go func() { p.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.exited:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Errorf("%v did not stop on SIGTERM", args)
-			}
-		}
-		if t.Failed() {
-			t.Logf("output of %v:\n%s", args, p.out.String())
-		}
-	})
-	return p
-}
-
-// wait waits for the process to end by itself and returns its exit error.
-func (p *process) wait(t *testing.T, within time.Duration) error {
-	t.Helper()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		return err
-	case <-time.After(within):
-		t.Fatalf("still running after %v", within)
-		return nil
-	}
+	return testutil.Start(t, exec.Command(bin, args...))
 }
 
 // TestDemo runs "meshpilot demo", edits the file it names as a user would
@@ -96,8 +53,8 @@ func TestDemo(t *testing.T) {
 		"--interval", "250ms", "--duration", "2m")
 
 	file := filepath.Join(dir, examples.EndpointsFile)
-	p.out.Await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
-	i := p.out.Await(t, "traffic on all three backends", 0, func(l string) bool {
+	p.Out.Await(t, "the file to edit", 0, func(l string) bool { return strings.TrimSpace(l) == file })
+	i := p.Out.Await(t, "traffic on all three backends", 0, func(l string) bool {
 		c := testutil.Counts(l)
 		return c["127.0.0.11"] > 0 && c["127.0.0.12"] > 0 && c["127.0.0.13"] > 0
 	})
@@ -113,18 +70,16 @@ func TestDemo(t *testing.T) {
 	if err := os.WriteFile(file, re.ReplaceAll(data, []byte("${1}false")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.out.Await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
+	p.Out.Await(t, "traffic away from 127.0.0.12", i+1, func(l string) bool {
 		c := testutil.Counts(l)
 		return len(c) == 3 && c["127.0.0.12"] == 0 && c["127.0.0.11"] > 0 && c["127.0.0.13"] > 0
 	})
 
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.wait(t, 20*time.Second); err != nil {
+	p.Interrupt()
+	if err := p.Wait(t, 20*time.Second); err != nil {
 		t.Fatalf("Ctrl-C: %v", err)
 	}
-	p.out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+	p.Out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("a --dir copy must stay: %v", err)
 	}
@@ -133,11 +88,11 @@ func TestDemo(t *testing.T) {
 func TestDemoDurationEndsIt(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
 	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(grpctest.FreePort(t, "127.0.0.11", "127.0.0.12", "127.0.0.13")), "--duration", "3s", "--interval", "500ms")
-	if err := p.wait(t, 30*time.Second); err != nil {
+	if err := p.Wait(t, 30*time.Second); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	p.out.Await(t, "a report line", 0, func(l string) bool { return len(testutil.Counts(l)) == 3 })
-	p.out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
+	p.Out.Await(t, "a report line", 0, func(l string) bool { return len(testutil.Counts(l)) == 3 })
+	p.Out.Await(t, "the end", 0, func(l string) bool { return strings.HasSuffix(l, "demo finished") })
 }
 
 func TestDemoPortTaken(t *testing.T) {
@@ -149,10 +104,10 @@ func TestDemoPortTaken(t *testing.T) {
 	}
 	defer l.Close()
 	p := start(t, bin, "demo", "--backend-port", strconv.Itoa(port), "--duration", "20s")
-	if err := p.wait(t, 30*time.Second); err == nil {
+	if err := p.Wait(t, 30*time.Second); err == nil {
 		t.Fatal("the demo ran with its port taken")
 	}
-	p.out.Await(t, "a clear error", 0, func(l string) bool {
+	p.Out.Await(t, "a clear error", 0, func(l string) bool {
 		return strings.HasPrefix(l, "meshpilot: cannot start the demo backend on 127.0.0.12:"+strconv.Itoa(port)) &&
 			strings.Contains(l, "--backend-port")
 	})
@@ -390,10 +345,10 @@ func TestServeFromErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := start(t, bin, append(tc.args, "--xds-addr", testutil.FreeAddr(t), "--http-addr", testutil.FreeAddr(t))...)
-			if err := p.wait(t, 30*time.Second); err == nil {
+			if err := p.Wait(t, 30*time.Second); err == nil {
 				t.Fatal("serve did not fail")
 			}
-			p.out.Await(t, "one clear error", 0, func(l string) bool {
+			p.Out.Await(t, "one clear error", 0, func(l string) bool {
 				return strings.HasPrefix(l, "meshpilot: ") && strings.Contains(l, tc.want)
 			})
 		})
