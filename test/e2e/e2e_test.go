@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +34,12 @@ import (
 
 var env *testenv.Env
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == myGRPCClient {
+		os.Exit(runMyGRPCClient())
+	}
+	testenv.Main(m, &env)
+}
 
 // startMeshpilot runs meshpilot in-process on loopback, watching ns only.
 func startMeshpilot(t *testing.T, ns string) *server.Server {
