@@ -244,45 +244,58 @@ func (g *Generator) ClusterLoadAssignment(client Client, name string) *endpoint.
 	}
 	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
-	byLocality := map[model.Locality]*endpoint.LocalityLbEndpoints{}
-	healthy := map[model.Locality]uint32{}
-	var order []model.Locality
-	seen := make(map[string]struct{}, len(eps))
+	byLocality := map[model.Locality]*localityGroup{}
+	var order []*localityGroup
+	seen := make(map[addrPort]struct{}, len(eps))
 	for _, ep := range eps {
-		key := ep.Address + ":" + strconv.FormatUint(uint64(ep.Port), 10)
+		key := addrPort{ep.Address, ep.Port}
 		if _, dup := seen[key]; dup {
 			continue
 		}
 		seen[key] = struct{}{}
-		lle := byLocality[ep.Locality]
-		if lle == nil {
-			lle = &endpoint.LocalityLbEndpoints{Locality: &core.Locality{
+		grp := byLocality[ep.Locality]
+		if grp == nil {
+			grp = &localityGroup{sortKey: ep.Locality.String(), lle: &endpoint.LocalityLbEndpoints{Locality: &core.Locality{
 				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.Subzone,
-			}}
-			byLocality[ep.Locality] = lle
-			order = append(order, ep.Locality)
+			}}}
+			byLocality[ep.Locality] = grp
+			order = append(order, grp)
 		}
-		lle.LbEndpoints = append(lle.LbEndpoints, &endpoint.LbEndpoint{
+		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, &endpoint.LbEndpoint{
 			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 				Address: socketAddress(ep.Address, ep.Port),
 			}},
 			HealthStatus: healthStatus(ep.Health),
 		})
 		if ep.Health == model.Healthy {
-			healthy[ep.Locality]++
+			grp.healthy++
 		}
 	}
-	slices.SortFunc(order, func(a, b model.Locality) int { return strings.Compare(a.String(), b.String()) })
-	for _, l := range order {
-		lle := byLocality[l]
-		if healthy[l] > 0 {
-			lle.LoadBalancingWeight = wrapperspb.UInt32(healthy[l])
+	slices.SortFunc(order, func(a, b *localityGroup) int { return strings.Compare(a.sortKey, b.sortKey) })
+	for _, grp := range order {
+		if grp.healthy > 0 {
+			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.healthy)
 		} else if !localityWithoutHealthy(client) {
 			continue
 		}
-		cla.Endpoints = append(cla.Endpoints, lle)
+		cla.Endpoints = append(cla.Endpoints, grp.lle)
 	}
 	return cla
+}
+
+// addrPort is what makes two endpoints one for a client: grpc-go rejects
+// an address:port listed twice.
+type addrPort struct {
+	addr string
+	port uint32
+}
+
+// localityGroup gathers the endpoints of one locality while a
+// ClusterLoadAssignment is built.
+type localityGroup struct {
+	lle     *endpoint.LocalityLbEndpoints
+	healthy uint32 // its HEALTHY endpoints: the locality's weight
+	sortKey string // "region/zone/subzone", computed once for sorting
 }
 
 // localityWithoutHealthy says whether a client is sent a locality that
