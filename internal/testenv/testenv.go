@@ -74,7 +74,7 @@ func Kubectl() (string, error) {
 // parallel build once, and returns the folder the script prints last,
 // which must hold bins.
 func buildTools(script string, bins ...string) (string, error) {
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -286,9 +286,9 @@ func cacheDir() (string, error) {
 	return filepath.Join(base, "meshpilot"), nil
 }
 
-// repoRoot finds the repository from this source file, so tests work from
+// RepoRoot finds the repository from this source file, so tests work from
 // any package folder.
-func repoRoot() (string, error) {
+func RepoRoot() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", errors.New("testenv: cannot locate the repository")

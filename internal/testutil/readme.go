@@ -5,20 +5,21 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
 // RepoRoot returns the repository's root folder, where the README's
 // commands run from.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot locate the repository from internal/testutil")
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return root
 }
 
 // ReadmeCommand is a command that README.md shows: a line of a ```sh
