@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/metrics"
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
@@ -134,7 +135,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 
 // serveRegistry serves reg; m, when not nil, holds metrics the registry
 // already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, reg server.Registry, f serveFlags, m *metrics.Metrics) error {
+func serveRegistry(ctx context.Context, log *slog.Logger, reg model.Controller, f serveFlags, m *metrics.Metrics) error {
 	srv, err := server.New(server.Options{
 		Registry:     reg,
 		DomainSuffix: f.domainSuffix,

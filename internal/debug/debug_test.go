@@ -15,11 +15,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
-// storeDiscovery is a model.Store as a ServiceDiscovery.
-type storeDiscovery struct{ *model.Store }
-
-func (storeDiscovery) WorkloadByIP(string) *model.Workload { return nil }
-
 type fakeXDS struct {
 	clients []xds.ClientInfo
 	dumps   map[string][]xds.ClientConfig
@@ -56,7 +51,7 @@ func TestPages(t *testing.T) {
 		"CDS": {Status: xds.Synced, LastSent: &xds.Sent{Version: "v1", Nonce: "1"}, LastACK: &xds.Sent{Version: "v1", Nonce: "1"}},
 	}}
 	mux := http.NewServeMux()
-	Register(mux, Options{Discovery: storeDiscovery{store}, XDS: fakeXDS{
+	Register(mux, Options{Discovery: store, XDS: fakeXDS{
 		clients: []xds.ClientInfo{info},
 		dumps:   map[string][]xds.ClientConfig{"n1": {{ClientInfo: info, Resources: map[string][]*anypb.Any{"CDS": {c}}}}},
 	}})
@@ -114,7 +109,7 @@ func TestEndpointzShowsEachPortItsOwn(t *testing.T) {
 		{Address: "10.0.0.1", Port: 5353, ServicePortName: "dns"},
 		{Address: "10.0.0.1", Port: 5354, ServicePortName: "dns-tcp"},
 	})
-	got := Endpointz(storeDiscovery{store})
+	got := Endpointz(store)
 	if len(got) != 1 || len(got[0].Ports) != 2 {
 		t.Fatalf("Endpointz = %+v", got)
 	}

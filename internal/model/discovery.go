@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // ServiceDiscovery answers questions about the services a registry knows.
 // Implementations are safe for concurrent use; what they return is
@@ -18,6 +21,16 @@ type ServiceDiscovery interface {
 	// name: a port number may name two ports (see Service.PortByNumber),
 	// a name only one.
 	EndpointsByPortName(hostname Hostname, portName string, selector Labels) []*Endpoint
+}
+
+// WorkloadLookup finds the workload behind an address, for what depends
+// on the client rather than the service (its node, its locality). It is
+// apart from ServiceDiscovery because only registries that know workloads
+// implement it: the Kubernetes registry (Pods from its informers), the
+// file registry (Pods of its folder) and the aggregate (the first of its
+// sources that knows the address); a model.Store does not. It is safe for
+// concurrent use.
+type WorkloadLookup interface {
 	// WorkloadByIP returns the workload that holds the IP, or nil.
 	WorkloadByIP(ip string) *Workload
 }
@@ -72,12 +85,28 @@ type Event struct {
 // must not block for long.
 type EventHandler func(Event)
 
-// Controller is a registry that runs: it fills a ServiceDiscovery from a
-// source and reports changes.
+// Controller is a registry that runs: Run keeps a ServiceDiscovery
+// current from a source (a Kubernetes cluster, a folder of manifests) and
+// every change is reported to the event handlers once it is visible
+// through ServiceDiscovery. The server serves nothing before HasSynced, so
+// that clients never see a partial model.
+//
+// The registries (registry/kube, registry/file) implement it, and so do
+// the aggregate of several (registry/aggregate) and a Store (an in-memory
+// source for tests). A registry's model is written only by the registry:
+// holders of a Controller read.
 type Controller interface {
 	ServiceDiscovery
-	// AppendEventHandler adds a handler; call it before Run.
+	// AppendEventHandler adds a handler; call it before Run. Handlers may
+	// be called concurrently, on the registry's goroutines.
 	AppendEventHandler(EventHandler)
-	// HasSynced reports whether the first complete model is built.
+	// HasSynced reports whether the first complete model is built: every
+	// object of the source has been read and converted.
 	HasSynced() bool
+	// Run reads the source, builds the first model, then keeps it current
+	// until ctx ends, and returns once it has stopped. It is called once.
+	// It returns an error when the source cannot be followed (the caches
+	// cannot sync, the folder cannot be watched); the end of ctx is not
+	// an error.
+	Run(ctx context.Context) error
 }

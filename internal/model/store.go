@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +16,11 @@ import (
 // Store is safe for concurrent use. Updates of one hostname must not race
 // each other (registries serialise them per key); handlers run on the
 // updating goroutine after the change is visible to readers.
+//
+// A registry keeps its Store private and exposes reads only, so that
+// nothing else writes its model. A Store is also a Controller of its own,
+// synced from the start and written by whoever holds it: an in-memory
+// source for tests of what consumes a model (xds, server, aggregate).
 type Store struct {
 	mu       sync.RWMutex
 	services map[Hostname]*storedService
@@ -41,6 +47,16 @@ func (s *Store) AppendEventHandler(h EventHandler) {
 	s.mu.Lock()
 	s.handlers = append(s.handlers, h)
 	s.mu.Unlock()
+}
+
+// HasSynced is always true: what a Store holds is all there is.
+func (s *Store) HasSynced() bool { return true }
+
+// Run only waits for ctx to end: a Store is written by its holder, it
+// follows no source.
+func (s *Store) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
 }
 
 // Update sets a service and all its endpoints, and reports what changed:
@@ -217,3 +233,5 @@ func endpointCompare(a, b *Endpoint) int {
 		cmp.Compare(a.Port, b.Port),
 	)
 }
+
+var _ Controller = (*Store)(nil)

@@ -28,17 +28,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
-// Registry is what the server needs of a registry: the model, its change
-// events, and a Run that keeps it current until ctx ends.
-type Registry interface {
-	model.Controller
-	Run(ctx context.Context) error
-}
-
 // Options configure a Server.
 type Options struct {
 	// Registry fills the model. Required.
-	Registry Registry
+	Registry model.Controller
 	// DomainSuffix of hostnames; "cluster.local" when empty.
 	DomainSuffix string
 	// XDSAddr is the gRPC listen address, e.g. ":15010".
@@ -173,7 +166,7 @@ func New(opts Options) (*Server, error) {
 
 // registrySizes counts the model: through the store's Len when the
 // registry has one, else service by service.
-func registrySizes(r Registry) metrics.Sizes {
+func registrySizes(r model.Controller) metrics.Sizes {
 	if l, ok := r.(interface{ Len() (int, int) }); ok {
 		return l.Len
 	}

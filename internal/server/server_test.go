@@ -31,16 +31,13 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-// storeRegistry is a registry over a model.Store whose sync the test
-// controls.
+// storeRegistry is a model.Store whose sync the test controls.
 type storeRegistry struct {
 	*model.Store
 	synced atomic.Bool
 }
 
-func (r *storeRegistry) HasSynced() bool                     { return r.synced.Load() }
-func (r *storeRegistry) WorkloadByIP(string) *model.Workload { return nil }
-func (r *storeRegistry) Run(ctx context.Context) error       { <-ctx.Done(); return nil }
+func (r *storeRegistry) HasSynced() bool { return r.synced.Load() }
 
 func newRegistry() *storeRegistry {
 	r := &storeRegistry{Store: model.NewStore()}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
@@ -107,7 +108,7 @@ func AwaitHTTP(t testing.TB, url string, code int) {
 
 // RunServer runs meshpilot in-process on loopback over reg (leading-edge
 // debounce), waits until it is ready and stops it when the test ends.
-func RunServer(t testing.TB, reg server.Registry, log *slog.Logger) *server.Server {
+func RunServer(t testing.TB, reg model.Controller, log *slog.Logger) *server.Server {
 	t.Helper()
 	srv, err := server.New(server.Options{
 		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",

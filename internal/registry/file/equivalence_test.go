@@ -221,7 +221,10 @@ var clusterIPs = []string{"192.0.2.11", "192.0.2.12", "192.0.2.13", "2001:db8::1
 // modelView is everything a registry serves, each item as JSON, by key:
 // "service <host>", "endpoints <host>:<port>", "workload <ip>". JSON of
 // the model's own types carries every field, including ones added later.
-func modelView(t *testing.T, d model.ServiceDiscovery, ips []string) map[string]string {
+func modelView(t *testing.T, d interface {
+	model.ServiceDiscovery
+	model.WorkloadLookup
+}, ips []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	put := func(key string, v any) {

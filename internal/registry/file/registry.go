@@ -585,4 +585,7 @@ func (r *Registry) WorkloadByIP(ip string) *model.Workload {
 	return kube.ConvertWorkload(p, v.node(p.NodeName))
 }
 
-var _ model.Controller = (*Registry)(nil)
+var (
+	_ model.Controller     = (*Registry)(nil)
+	_ model.WorkloadLookup = (*Registry)(nil)
+)

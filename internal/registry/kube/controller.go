@@ -371,4 +371,7 @@ func (c *Controller) WorkloadByIP(ip string) *model.Workload {
 	return ConvertWorkload(p, c.node(p.NodeName))
 }
 
-var _ model.Controller = (*Controller)(nil)
+var (
+	_ model.Controller     = (*Controller)(nil)
+	_ model.WorkloadLookup = (*Controller)(nil)
+)
