@@ -59,7 +59,8 @@ type Options struct {
 // Registry serves the manifests of a folder. Its model methods are safe
 // for concurrent use at any time; Run is called once.
 type Registry struct {
-	*model.Store
+	// store holds the model; only this registry writes it.
+	store *model.Store
 
 	opts    Options
 	log     *slog.Logger
@@ -122,7 +123,7 @@ func New(opts Options) (*Registry, error) {
 		opts.Logger = slog.Default()
 	}
 	r := &Registry{
-		Store:       model.NewStore(),
+		store:       model.NewStore(),
 		opts:        opts,
 		log:         opts.Logger.With("registry", "file"),
 		files:       map[string]*fileState{},
@@ -136,6 +137,33 @@ func New(opts Options) (*Registry, error) {
 // HasSynced reports whether the folder has been read once and the first
 // model is built.
 func (r *Registry) HasSynced() bool { return r.synced.Load() }
+
+// Services lists every service, ordered by hostname.
+func (r *Registry) Services() []*model.Service { return r.store.Services() }
+
+// GetService returns the service with that hostname, or nil.
+func (r *Registry) GetService(hostname model.Hostname) *model.Service {
+	return r.store.GetService(hostname)
+}
+
+// Endpoints returns the endpoints of the service port a number means
+// (see model.Service.PortByNumber) whose labels match selector, sorted by
+// address and port. The slice is shared: do not modify it.
+func (r *Registry) Endpoints(hostname model.Hostname, port int32, selector model.Labels) []*model.Endpoint {
+	return r.store.Endpoints(hostname, port, selector)
+}
+
+// EndpointsByPortName is Endpoints for the service port with that name.
+func (r *Registry) EndpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
+	return r.store.EndpointsByPortName(hostname, portName, selector)
+}
+
+// AppendEventHandler adds a handler for change events; call it before
+// Run. Handlers run on the Run goroutines.
+func (r *Registry) AppendEventHandler(h model.EventHandler) { r.store.AppendEventHandler(h) }
+
+// Len returns the number of services and of endpoints held, for metrics.
+func (r *Registry) Len() (services, endpoints int) { return r.store.Len() }
 
 // Problems returns what is currently wrong with the folder's files, in
 // file order. Files with problems serve their last good content.
@@ -167,7 +195,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	start := time.Now()
 	r.reload(w, time.Time{})
 	r.synced.Store(true)
-	svcs, eps := r.Store.Len()
+	svcs, eps := r.store.Len()
 	r.log.Info("file registry synced", "dir", r.opts.Dir, "files", len(r.files), "services", svcs, "endpoints", eps,
 		"problems", len(r.Problems()), "took", time.Since(start).Round(time.Millisecond))
 
@@ -554,13 +582,13 @@ func (r *Registry) updateModel(observed time.Time) {
 		svc := kube.ConvertService(v.services[k], r.opts.DomainSuffix)
 		keep[svc.Hostname] = true
 		eps := kube.BuildEndpoints(svc, v.slices[k], lookup)
-		if r.Store.UpdateObserved(svc, eps, observed) {
+		if r.store.UpdateObserved(svc, eps, observed) {
 			r.log.Debug("service updated", "service", svc.Hostname, "endpoints", len(eps))
 		}
 	}
-	for _, svc := range r.Store.Services() {
+	for _, svc := range r.store.Services() {
 		if !keep[svc.Hostname] {
-			r.Store.DeleteObserved(svc.Hostname, observed)
+			r.store.DeleteObserved(svc.Hostname, observed)
 		}
 	}
 }

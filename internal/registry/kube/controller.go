@@ -89,7 +89,8 @@ type namespacedInformers struct {
 // (model.ServiceDiscovery) are safe for concurrent use at any time; Run
 // is called once.
 type Controller struct {
-	*model.Store
+	// store holds the model; only this registry writes it.
+	store *model.Store
 
 	opts      Options
 	client    kubernetes.Interface
@@ -126,7 +127,7 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Controller{
-		Store:  model.NewStore(),
+		store:  model.NewStore(),
 		opts:   opts,
 		client: client,
 		log:    opts.Logger.With("registry", "kubernetes"),
@@ -235,7 +236,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	c.synced.Store(true)
-	svcs, eps := c.Store.Len()
+	svcs, eps := c.store.Len()
 	c.log.Info("kubernetes registry synced", "services", svcs, "endpoints", eps,
 		"kubernetesServices", n, "took", time.Since(start).Round(time.Millisecond))
 
@@ -255,6 +256,33 @@ func (c *Controller) Run(ctx context.Context) error {
 // HasSynced reports whether every informer and handler has seen its
 // initial list and the first model is built.
 func (c *Controller) HasSynced() bool { return c.synced.Load() }
+
+// Services lists every service, ordered by hostname.
+func (c *Controller) Services() []*model.Service { return c.store.Services() }
+
+// GetService returns the service with that hostname, or nil.
+func (c *Controller) GetService(hostname model.Hostname) *model.Service {
+	return c.store.GetService(hostname)
+}
+
+// Endpoints returns the endpoints of the service port a number means
+// (see model.Service.PortByNumber) whose labels match selector, sorted by
+// address and port. The slice is shared: do not modify it.
+func (c *Controller) Endpoints(hostname model.Hostname, port int32, selector model.Labels) []*model.Endpoint {
+	return c.store.Endpoints(hostname, port, selector)
+}
+
+// EndpointsByPortName is Endpoints for the service port with that name.
+func (c *Controller) EndpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
+	return c.store.EndpointsByPortName(hostname, portName, selector)
+}
+
+// AppendEventHandler adds a handler for change events; call it before
+// Run. Handlers run on the workers' goroutines.
+func (c *Controller) AppendEventHandler(h model.EventHandler) { c.store.AppendEventHandler(h) }
+
+// Len returns the number of services and of endpoints held, for metrics.
+func (c *Controller) Len() (services, endpoints int) { return c.store.Len() }
 
 func (c *Controller) processNext() bool {
 	key, quit := c.queue.Get()
@@ -280,12 +308,12 @@ func (c *Controller) reconcile(key serviceKey) {
 	hostname := Hostname(key.name, key.namespace, c.opts.DomainSuffix)
 	scope := c.scopeFor(key.namespace)
 	if scope == nil || !c.namespaceSelected(key.namespace) {
-		c.Store.DeleteObserved(hostname, observed)
+		c.store.DeleteObserved(hostname, observed)
 		return
 	}
 	obj, exists, err := scope.services.GetIndexer().GetByKey(key.String())
 	if err != nil || !exists {
-		c.Store.DeleteObserved(hostname, observed)
+		c.store.DeleteObserved(hostname, observed)
 		return
 	}
 	svc := ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
@@ -295,7 +323,7 @@ func (c *Controller) reconcile(key serviceKey) {
 		slices = append(slices, o.(*discoveryv1.EndpointSlice))
 	}
 	eps := BuildEndpoints(svc, slices, EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
-	if c.Store.UpdateObserved(svc, eps, observed) {
+	if c.store.UpdateObserved(svc, eps, observed) {
 		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
 	}
 }
