@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshpilot/meshpilot/internal/bootstrap"
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 func newBootstrapCommand() *cobra.Command {
@@ -44,7 +45,7 @@ through the downward API.`,
 	fl.StringVar(&o.Pod, "pod", cmp.Or(os.Getenv("POD_NAME"), "client"), "the workload's Pod name")
 	fl.StringVar(&o.IP, "ip", cmp.Or(os.Getenv("INSTANCE_IP"), "127.0.0.1"), "the workload's IP address")
 	fl.StringVar(&o.NodeID, "node-id", "", "node id (default sidecar~<ip>~<pod>.<namespace>~<namespace>.svc.<domain suffix>)")
-	fl.StringVar(&o.DomainSuffix, "domain-suffix", "cluster.local", "cluster domain, for the default node id")
+	fl.StringVar(&o.DomainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain, for the default node id")
 	fl.StringVar(&o.CACert, "ca-cert", "", "CA file: connect to meshpilot over TLS and verify its certificate")
 	fl.StringVar(&o.Cert, "cert", "", "the workload's certificate file (with --key): mTLS to meshpilot, default certificate provider")
 	fl.StringVar(&o.Key, "key", "", "the workload's private key file (with --cert)")

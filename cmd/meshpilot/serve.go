@@ -66,7 +66,7 @@ its document and field; its last good content stays in force.`,
 	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all)")
 	fl.StringArrayVar(&f.discoverySelectors, "discovery-selectors", nil,
 		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched; follows label changes")
-	fl.StringVar(&f.domainSuffix, "domain-suffix", "cluster.local", "cluster domain that ends every service hostname")
+	fl.StringVar(&f.domainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
 	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
 	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876")

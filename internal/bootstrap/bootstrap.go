@@ -13,6 +13,8 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 // Options describe the workload and the xDS server.
@@ -38,8 +40,9 @@ type Options struct {
 }
 
 // ServerListenerTemplate is the name under which gRPC xDS servers ask for
-// their inbound listener, Istio's.
-const ServerListenerTemplate = "xds.istio.io/grpc/lds/inbound/%s"
+// their inbound listener, Istio's; grpc-go puts its listening address in
+// place of "%s".
+const ServerListenerTemplate = model.InboundListenerPrefix + "%s"
 
 // Config is the JSON document gRPC's xDS clients read.
 type Config struct {
@@ -124,9 +127,7 @@ func Build(o Options) (*Config, error) {
 	if _, err := netip.ParseAddr(o.IP); err != nil {
 		return nil, fmt.Errorf("ip %q: not an IP address", o.IP)
 	}
-	if o.DomainSuffix == "" {
-		o.DomainSuffix = "cluster.local"
-	}
+	o.DomainSuffix = model.DomainSuffixOrDefault(o.DomainSuffix)
 	if o.NodeID == "" {
 		o.NodeID = fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.%s", o.IP, o.Pod, o.Namespace, o.Namespace, o.DomainSuffix)
 	}

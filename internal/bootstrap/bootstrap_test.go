@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/xds"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 func TestBuild(t *testing.T) {
@@ -26,6 +28,12 @@ func TestBuild(t *testing.T) {
 	}
 	if cfg.CertificateProviders != nil {
 		t.Fatalf("certificate providers without certificates: %v", cfg.CertificateProviders)
+	}
+	// grpc-go puts its listening address in place of "%s"; the server must
+	// read the name it asks for as an inbound listener.
+	asked := strings.Replace(cfg.ServerListenerResourceNameTemplate, "%s", "[::]:50051", 1)
+	if host, port, ok := model.ParseInboundListenerName(asked); !ok || host != "::" || port != 50051 {
+		t.Fatalf("server listener %q read as %q, %d, %v", asked, host, port, ok)
 	}
 
 	custom, err := Build(Options{XDSServer: "127.0.0.1:15010", NodeID: "my-node", DomainSuffix: "corp"})

@@ -33,7 +33,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
-	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
 
@@ -87,7 +86,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	hostname := kube.Hostname(examples.GreeterService, examples.MeshNamespace, "")
+	hostname := model.ServiceHostname(examples.GreeterService, examples.MeshNamespace, "")
 	reg.AppendEventHandler(func(ev model.Event) {
 		if ev.Hostname == hostname && reg.HasSynced() {
 			out.printf("%s  meshpilot: %s\n", clock(), describeService(reg, hostname))
@@ -154,11 +153,11 @@ and set "ready: false" under the address %s (or delete that endpoint), then
 save: the next line shows the change. Ctrl-C ends the demo.
 
 What the client receives, as JSON:
-  curl -s -d '{"node":{"id":"sidecar~127.0.0.1~curl.demo~demo.svc.cluster.local"},"resource_names":["outbound|%d||%s"]}' http://%s/v3/discovery:endpoints
+  curl -s -d '{"node":{"id":"sidecar~127.0.0.1~curl.demo~demo.svc.cluster.local"},"resource_names":["%s"]}' http://%s/v3/discovery:endpoints
 
 `, dir, srv.XDSAddr(), srv.HTTPAddr(), strings.Join(backends, "  "), target,
 		describeService(reg, hostname), endpointsFile, eps[min(1, len(eps)-1)].Address,
-		examples.GreeterPort, hostname, srv.HTTPAddr())
+		model.ClusterName(examples.GreeterPort, "", hostname), srv.HTTPAddr())
 
 	report(ctx, cc, backends, o.Interval, out)
 	out.printf("%s  demo finished\n", clock())

@@ -64,9 +64,9 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 	hot := model.Hostname("svc-0.default.svc.cluster.local")
 	cs := make([]*benchClient, clients)
 	for i := range cs {
-		names := []string{ClusterName(hot, 8080)}
+		names := []string{model.ClusterName(8080, "", hot)}
 		for k := 1; k < 5; k++ {
-			names = append(names, ClusterName(model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", (i*4+k)%200)), 8080))
+			names = append(names, model.ClusterName(8080, "", model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", (i*4+k)%200))))
 		}
 		c := &benchClient{
 			sub: stream.NewSotwSubscription(names, false),
@@ -112,7 +112,7 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 func BenchmarkGenerate(b *testing.B) {
 	st := benchModel(10, 100)
 	g := &Generator{Discovery: storeDiscovery{st}}
-	name := ClusterName("svc-1.default.svc.cluster.local", 8080)
+	name := model.ClusterName(8080, "", "svc-1.default.svc.cluster.local")
 	client := Client{Namespace: "default", GRPC: true}
 	for _, tc := range []struct {
 		typ, name string
@@ -174,7 +174,7 @@ func benchEndToEnd(b *testing.B, leading bool) {
 	defer g.Stop()
 
 	hot := model.Hostname("svc-0.default.svc.cluster.local")
-	hotName := ClusterName(hot, 8080)
+	hotName := model.ClusterName(8080, "", hot)
 	type seen struct {
 		client int
 		addr   string
@@ -194,7 +194,7 @@ func benchEndToEnd(b *testing.B, leading bool) {
 		}
 		names := []string{hotName}
 		for k := 1; k < 5; k++ {
-			names = append(names, ClusterName(model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", 1+(i*4+k)%199)), 8080))
+			names = append(names, model.ClusterName(8080, "", model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", 1+(i*4+k)%199))))
 		}
 		node := grpcNode(fmt.Sprint("c", i), "default")
 		if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: EndpointType, ResourceNames: names}); err != nil {

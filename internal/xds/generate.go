@@ -34,9 +34,6 @@ const (
 // extension's name) under which Envoy reads upstream HTTP options.
 const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
-// DefaultDomainSuffix is the Kubernetes cluster domain.
-const DefaultDomainSuffix = "cluster.local"
-
 // Generator builds xDS resources from the model. Its methods are pure
 // functions of the model's current content and the arguments, and are
 // safe for concurrent use.
@@ -46,10 +43,7 @@ type Generator struct {
 }
 
 func (g *Generator) suffix() string {
-	if g.DomainSuffix == "" {
-		return DefaultDomainSuffix
-	}
-	return g.DomainSuffix
+	return model.DomainSuffixOrDefault(g.DomainSuffix)
 }
 
 var adsSource = &core.ConfigSource{
@@ -79,7 +73,7 @@ func (g *Generator) Listener(client Client, name string) *listener.Listener {
 }
 
 func buildListener(name string, host model.Hostname, port int32) *listener.Listener {
-	rc := ClusterName(host, port)
+	rc := model.ClusterName(port, "", host)
 	m := &hcm.HttpConnectionManager{
 		CodecType:  hcm.HttpConnectionManager_AUTO,
 		StatPrefix: rc,
@@ -101,7 +95,7 @@ func buildListener(name string, host model.Hostname, port int32) *listener.Liste
 
 // servicePort finds the service port a cluster-style name designates.
 func (g *Generator) servicePort(name string) (*model.Service, int32) {
-	host, port, ok := ParseClusterName(name)
+	host, port, ok := serviceCluster(name)
 	if !ok {
 		return nil, 0
 	}
@@ -128,7 +122,7 @@ func (g *Generator) RouteConfiguration(name string) *route.RouteConfiguration {
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{
 			Name:    string(svc.Hostname) + ":" + strconv.Itoa(int(port)),
-			Domains: hostForms(svc, g.suffix(), port),
+			Domains: model.VirtualHostDomains(svc, g.suffix(), port),
 			Routes: []*route.Route{{
 				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &route.Route_Route{Route: &route.RouteAction{
@@ -331,7 +325,7 @@ func (g *Generator) ClusterNames() []string {
 	var out []string
 	for _, svc := range g.Discovery.Services() {
 		for _, p := range svc.PortsByNumber() {
-			out = append(out, ClusterName(svc.Hostname, p.Port))
+			out = append(out, model.ClusterName(p.Port, "", svc.Hostname))
 		}
 	}
 	return out
@@ -346,7 +340,7 @@ func (g *Generator) EndpointNames() []string {
 			continue
 		}
 		for _, p := range svc.PortsByNumber() {
-			out = append(out, ClusterName(svc.Hostname, p.Port))
+			out = append(out, model.ClusterName(p.Port, "", svc.Hostname))
 		}
 	}
 	return out

@@ -79,7 +79,7 @@ func TestLocalityWeights(t *testing.T) {
 			st := model.NewStore()
 			st.Update(service("svc", "default", 80), eps)
 			g := &Generator{Discovery: storeDiscovery{st}}
-			name := ClusterName("svc.default.svc.cluster.local", 80)
+			name := model.ClusterName(80, "", "svc.default.svc.cluster.local")
 			for _, c := range []struct {
 				client Client
 				want   map[string]locality
@@ -138,7 +138,7 @@ func TestClusterOptions(t *testing.T) {
 			st := model.NewStore()
 			st.Update(svc, nil)
 			g := &Generator{Discovery: storeDiscovery{st}}
-			c := g.Cluster(ClusterName(svc.Hostname, 80))
+			c := g.Cluster(model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(c); err != nil {
 				t.Fatal(err)
 			}

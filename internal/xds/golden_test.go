@@ -74,7 +74,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) *model.Store {
 	st := model.NewStore()
 	for _, s := range in.Services {
 		svc := &model.Service{
-			Hostname:     model.Hostname(s.Name + "." + s.Namespace + ".svc." + suffix),
+			Hostname:     model.ServiceHostname(s.Name, s.Namespace, suffix),
 			Name:         s.Name,
 			Namespace:    s.Namespace,
 			Ports:        s.Ports,
@@ -128,7 +128,7 @@ func TestGolden(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 				t.Fatal(err)
 			}
-			g := &Generator{Discovery: storeDiscovery{loadModel(t, &in, DefaultDomainSuffix)}}
+			g := &Generator{Discovery: storeDiscovery{loadModel(t, &in, model.DefaultDomainSuffix)}}
 			out := map[string]map[string][]json.RawMessage{}
 			for _, c := range in.Clients {
 				client := ClientFromNode(c.node(t))

@@ -154,7 +154,7 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 	svc := service("echo", "default", 9080)
 	st.Update(svc, nil)
 	g := &Generator{Discovery: storeDiscovery{st}}
-	name := ClusterName(svc.Hostname, 9080)
+	name := model.ClusterName(9080, "", svc.Hostname)
 	grpcClient := Client{Namespace: "default", GRPC: true}
 
 	caches := map[string]*cache.LinearCache{}

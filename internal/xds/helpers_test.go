@@ -219,7 +219,7 @@ func resourceName(m any) string {
 // service makes a service in namespace ns with one gRPC port.
 func service(name, ns string, port int32) *model.Service {
 	return &model.Service{
-		Hostname:  model.Hostname(name + "." + ns + ".svc.cluster.local"),
+		Hostname:  model.ServiceHostname(name, ns, ""),
 		Name:      name,
 		Namespace: ns,
 		Ports:     []model.Port{{Name: "grpc", Port: port, Protocol: model.GRPC}},

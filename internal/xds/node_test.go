@@ -8,6 +8,8 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 func TestClientFromNode(t *testing.T) {
@@ -40,14 +42,26 @@ func TestClientFromNode(t *testing.T) {
 	}
 }
 
-func TestParseClusterName(t *testing.T) {
-	h, p, ok := ParseClusterName(ClusterName("a.b.svc.cluster.local", 80))
-	if !ok || h != "a.b.svc.cluster.local" || p != 80 {
-		t.Fatalf("round trip: %v %v %v", h, p, ok)
+// TestSubsetNamesDesignateNothing: a cluster name with a subset gets no
+// resource, whatever its type, until subsets (DestinationRule) are served.
+func TestSubsetNamesDesignateNothing(t *testing.T) {
+	st := model.NewStore()
+	svc := service("a", "b", 80)
+	st.Update(svc, nil)
+	g := &Generator{Discovery: storeDiscovery{st}}
+	whole, subset := model.ClusterName(80, "", svc.Hostname), model.ClusterName(80, "v1", svc.Hostname)
+	if h, p, ok := serviceCluster(whole); !ok || h != svc.Hostname || p != 80 {
+		t.Fatalf("serviceCluster(%q) = %q, %d, %v", whole, h, p, ok)
 	}
-	for _, bad := range []string{"", "outbound|80|sub|a", "inbound|80||a", "outbound|x||a", "outbound|0||a", "outbound|80||", "outbound|80"} {
-		if _, _, ok := ParseClusterName(bad); ok {
-			t.Errorf("%q parsed", bad)
+	if _, _, ok := serviceCluster(subset); ok {
+		t.Errorf("serviceCluster(%q) accepted a subset", subset)
+	}
+	for _, typ := range []string{ClusterType, RouteType, EndpointType} {
+		if m := g.Generate(typ, Client{}, whole); m == nil {
+			t.Errorf("%s %q: no resource", typ, whole)
+		}
+		if m := g.Generate(typ, Client{}, subset); m != nil {
+			t.Errorf("%s %q: got %v, want none", typ, subset, m)
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 	}
 	st.Update(dns, eps)
 	g := &Generator{Discovery: storeDiscovery{st}}
-	name := ClusterName(dns.Hostname, 53)
+	name := model.ClusterName(53, "", dns.Hostname)
 
 	for _, c := range []Client{{Namespace: "kube-system", GRPC: true}, {Namespace: "kube-system"}} {
 		m := g.Generate(EndpointType, c, name)
@@ -61,7 +61,7 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 	if g.Cluster(name) == nil || g.Listener(Client{Namespace: "kube-system", GRPC: true}, "kube-dns:53") == nil {
 		t.Errorf("no cluster or listener for port 53")
 	}
-	udpOnly := ClusterName(dns.Hostname, 8125)
+	udpOnly := model.ClusterName(8125, "", dns.Hostname)
 	if c := g.Cluster(udpOnly); c != nil {
 		t.Errorf("cluster for a UDP-only port: %v", c)
 	}

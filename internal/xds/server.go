@@ -393,7 +393,7 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 		}
 		key = entryKey{name: name, host: svc.Hostname}
 	} else {
-		h, _, ok := ParseClusterName(name)
+		h, _, ok := serviceCluster(name)
 		if !ok {
 			return &entry{name: name, version: absent}
 		}
@@ -433,15 +433,15 @@ func (s *Server) get(t typeIndex, c Client, name string) *entry {
 // resolveListener does: one that is in the model but not in the cache
 // ends the search, and the model decides. s.mu is held.
 func (s *Server) pushedListener(c Client, name string) *entry {
-	host, _, ok := splitHostPort(name)
+	host, _, ok := model.SplitHostPort(name)
 	if !ok {
 		return nil
 	}
-	for _, cand := range listenerCandidates(s.gen.suffix(), c.Namespace, host) {
-		if e := s.entries[tListener][entryKey{name: name, host: model.Hostname(cand)}]; e != nil {
+	for _, cand := range model.HostnameCandidates(host, c.Namespace, s.gen.suffix()) {
+		if e := s.entries[tListener][entryKey{name: name, host: cand}]; e != nil {
 			return e
 		}
-		if s.gen.Discovery.GetService(model.Hostname(cand)) != nil {
+		if s.gen.Discovery.GetService(cand) != nil {
 			return nil
 		}
 	}
@@ -681,7 +681,7 @@ func (s *Server) index(w *watch) {
 			add(s.watchesByLabel, l, w)
 			continue
 		}
-		h, _, ok := ParseClusterName(n)
+		h, _, ok := serviceCluster(n)
 		if !ok {
 			continue
 		}

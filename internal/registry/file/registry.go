@@ -110,9 +110,7 @@ func New(opts Options) (*Registry, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("manifest folder %s is not a folder", opts.Dir)
 	}
-	if opts.DomainSuffix == "" {
-		opts.DomainSuffix = "cluster.local"
-	}
+	opts.DomainSuffix = model.DomainSuffixOrDefault(opts.DomainSuffix)
 	if opts.Settle <= 0 {
 		opts.Settle = 50 * time.Millisecond
 	}

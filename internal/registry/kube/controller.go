@@ -117,9 +117,7 @@ type Controller struct {
 
 // New builds a Controller; Run starts it.
 func New(client kubernetes.Interface, opts Options) (*Controller, error) {
-	if opts.DomainSuffix == "" {
-		opts.DomainSuffix = "cluster.local"
-	}
+	opts.DomainSuffix = model.DomainSuffixOrDefault(opts.DomainSuffix)
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
@@ -305,7 +303,7 @@ func (c *Controller) reconcile(key serviceKey) {
 	delete(c.observed, key)
 	c.observedMu.Unlock()
 
-	hostname := Hostname(key.name, key.namespace, c.opts.DomainSuffix)
+	hostname := model.ServiceHostname(key.name, key.namespace, c.opts.DomainSuffix)
 	scope := c.scopeFor(key.namespace)
 	if scope == nil || !c.namespaceSelected(key.namespace) {
 		c.store.DeleteObserved(hostname, observed)

@@ -276,7 +276,7 @@ func TestServiceAndEndpointsLifecycle(t *testing.T) {
 	mustCreatePod(t, ns, "api-1", "192.0.2.1", node, map[string]string{"app": "api", "version": "v1"})
 
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("api", ns, "cluster.local")
+	host := model.ServiceHostname("api", ns, model.DefaultDomainSuffix)
 
 	mustCreateService(t, ns, "api", grpcPort)
 	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns, NoEndpoints: true})
@@ -337,7 +337,7 @@ func TestServiceAndEndpointsLifecycle(t *testing.T) {
 func TestPodArrivesAfterItsSlice(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("late", ns, "cluster.local")
+	host := model.ServiceHostname("late", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "late", grpcPort)
 	mustCreateSlice(t, slice(ns, "late-1", "late", 9090, "grpc-api",
 		sliceEndpoint{ip: "192.0.2.10", pod: "late-1", zone: "slice-zone"}))
@@ -362,7 +362,7 @@ func TestNodeZoneChangeMovesLocality(t *testing.T) {
 	mustCreateNode(t, node, map[string]string{corev1.LabelTopologyRegion: "r1", corev1.LabelTopologyZone: "z1"})
 	mustCreatePod(t, ns, "p1", "192.0.2.20", node, map[string]string{"app": "zoned"})
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("zoned", ns, "cluster.local")
+	host := model.ServiceHostname("zoned", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "zoned", grpcPort)
 	mustCreateSlice(t, slice(ns, "zoned-1", "zoned", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.20", pod: "p1", node: node}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z1/")
@@ -413,7 +413,7 @@ func assertQuiet(t *testing.T, rec *recorder, ns string, d time.Duration) {
 func TestServiceWithTwoSlicesMerges(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	c, _ := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("two", ns, "cluster.local")
+	host := model.ServiceHostname("two", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "two", grpcPort)
 	mustCreateSlice(t, slice(ns, "two-a", "two", 9090, "grpc-api",
 		sliceEndpoint{ip: "192.0.2.31"}, sliceEndpoint{ip: "192.0.2.32"}))
@@ -465,9 +465,9 @@ func TestNamespaceListScope(t *testing.T) {
 	c, _ := startController(t, Options{Namespaces: []string{in}})
 	mustCreateService(t, in, "shown", grpcPort)
 	eventually(t, "service in scope", func() (bool, string) {
-		return c.GetService(Hostname("shown", in, "cluster.local")) != nil, "missing"
+		return c.GetService(model.ServiceHostname("shown", in, model.DefaultDomainSuffix)) != nil, "missing"
 	})
-	if c.GetService(Hostname("hidden", out, "cluster.local")) != nil {
+	if c.GetService(model.ServiceHostname("hidden", out, model.DefaultDomainSuffix)) != nil {
 		t.Fatal("service outside --namespaces is in the model")
 	}
 	// The API server sent nothing of the other namespace: the caches hold
@@ -493,7 +493,7 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	mustCreateService(t, prod, "a", grpcPort)
 	mustCreateService(t, dev, "b", grpcPort)
 	c, rec := startController(t, Options{DiscoverySelectors: []string{"env=prod", "team in (x,y)"}})
-	hostA, hostB := Hostname("a", prod, "cluster.local"), Hostname("b", dev, "cluster.local")
+	hostA, hostB := model.ServiceHostname("a", prod, model.DefaultDomainSuffix), model.ServiceHostname("b", dev, model.DefaultDomainSuffix)
 	if c.GetService(hostA) == nil || c.GetService(hostB) != nil {
 		t.Fatalf("after sync: a=%v b=%v, want only a", c.GetService(hostA), c.GetService(hostB))
 	}
@@ -563,7 +563,7 @@ func TestBadSelectorIsAnError(t *testing.T) {
 func TestAPIServerRestart(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("steady", ns, "cluster.local")
+	host := model.ServiceHostname("steady", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "steady", grpcPort)
 	mustCreateSlice(t, slice(ns, "steady-1", "steady", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.60"}))
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
@@ -577,7 +577,7 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	// A change after the restart arrives: the watches are back.
 	mustCreateService(t, ns, "after", grpcPort)
-	after := Hostname("after", ns, "cluster.local")
+	after := model.ServiceHostname("after", ns, model.DefaultDomainSuffix)
 	eventually(t, "service created after the restart", func() (bool, string) {
 		return c.GetService(after) != nil, "missing"
 	})
@@ -596,7 +596,7 @@ func TestPodAndNodeDeletes(t *testing.T) {
 	mustCreateNode(t, node, map[string]string{corev1.LabelTopologyRegion: "r9", corev1.LabelTopologyZone: "z9"})
 	mustCreatePod(t, ns, "p1", "192.0.2.70", node, map[string]string{"app": "del", "tier": "web"})
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("del", ns, "cluster.local")
+	host := model.ServiceHostname("del", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "del", grpcPort)
 	mustCreateSlice(t, slice(ns, "del-1", "del", 9090, "grpc-api",
 		sliceEndpoint{ip: "192.0.2.70", pod: "p1", node: node, zone: "slice-zone"}))
@@ -640,7 +640,7 @@ func TestLocalityFromDeprecatedNodeLabels(t *testing.T) {
 	mustCreatePod(t, ns, "p2", "192.0.2.81", node, map[string]string{"app": "loc",
 		"topology.istio.io/locality": "pinned-r.pinned-z.pinned-s", "istio-locality": "legacy-r.legacy-z"})
 	c, rec := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("loc", ns, "cluster.local")
+	host := model.ServiceHostname("loc", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "loc", grpcPort)
 	mustCreateSlice(t, slice(ns, "loc-1", "loc", 9090, "grpc-api",
 		sliceEndpoint{ip: "192.0.2.80", pod: "p1", node: node, zone: "slice-zone"},
@@ -661,7 +661,7 @@ func TestLocalityFromDeprecatedNodeLabels(t *testing.T) {
 func TestStaleSliceAfterTargetPortChange(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	c, _ := startController(t, Options{Namespaces: []string{ns}})
-	host := Hostname("moved", ns, "cluster.local")
+	host := model.ServiceHostname("moved", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "moved", grpcPort)
 	mustCreateSlice(t, slice(ns, "moved-old", "moved", 8080, "grpc-api", sliceEndpoint{ip: "192.0.2.90"}))
 	// Alone, the old slice is all there is to go by.
@@ -696,7 +696,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 	mustCreatePod(t, ns, "d-new", ip, node, map[string]string{"app": "new", "version": "v1"})
 
 	c, rec := startController(t, Options{Namespaces: []string{ns, other}})
-	host := Hostname("hostnet", ns, "cluster.local")
+	host := model.ServiceHostname("hostnet", ns, model.DefaultDomainSuffix)
 	mustCreateService(t, ns, "hostnet", grpcPort)
 	mustCreateSlice(t, slice(ns, "hostnet-1", "hostnet", 9090, "grpc-api", sliceEndpoint{ip: ip}))
 	podOf := func() (bool, string) {

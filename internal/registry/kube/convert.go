@@ -55,17 +55,6 @@ func nodeLocality(node *corev1.Node) model.Locality {
 	}
 }
 
-// Hostname returns "<name>.<namespace>.svc.<domainSuffix>". An empty
-// suffix means "cluster.local", Kubernetes' default, so that a forgotten
-// setting still yields the names clients use rather than ones ending in a
-// dot.
-func Hostname(name, namespace, domainSuffix string) model.Hostname {
-	if domainSuffix == "" {
-		domainSuffix = "cluster.local"
-	}
-	return model.Hostname(name + "." + namespace + ".svc." + domainSuffix)
-}
-
 // ConvertService converts a Service; it never returns nil for a non-nil
 // svc. The result shares nothing with svc, so later changes to the
 // informer's object cannot reach the model.
@@ -74,7 +63,7 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		return nil
 	}
 	out := &model.Service{
-		Hostname:   Hostname(svc.Name, svc.Namespace, domainSuffix),
+		Hostname:   model.ServiceHostname(svc.Name, svc.Namespace, domainSuffix),
 		Name:       svc.Name,
 		Namespace:  svc.Namespace,
 		Resolution: model.ClientSideLB,

@@ -28,22 +28,6 @@ const (
 	cvLabelLegacyLocality = "istio-locality"
 )
 
-func TestHostname(t *testing.T) {
-	tests := []struct {
-		name, namespace, suffix string
-		want                    model.Hostname
-	}{
-		{"reviews", "default", "cluster.local", "reviews.default.svc.cluster.local"},
-		{"db", "prod", "corp.example", "db.prod.svc.corp.example"},
-		{"db", "prod", "", "db.prod.svc.cluster.local"},
-	}
-	for _, tt := range tests {
-		if got := kube.Hostname(tt.name, tt.namespace, tt.suffix); got != tt.want {
-			t.Errorf("Hostname(%q, %q, %q) = %q, want %q", tt.name, tt.namespace, tt.suffix, got, tt.want)
-		}
-	}
-}
-
 func TestPortProtocol(t *testing.T) {
 	tests := []struct {
 		desc     string

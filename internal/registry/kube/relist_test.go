@@ -187,7 +187,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	before := serviceUpdates.Load()
 	proxy.Restore()
 
-	host := func(name string) model.Hostname { return Hostname(name, ns, "cluster.local") }
+	host := func(name string) model.Hostname { return model.ServiceHostname(name, ns, model.DefaultDomainSuffix) }
 	eventually(t, "the API's state after the relist", func() (bool, string) {
 		ch := c.GetService(host("changed"))
 		ok := c.GetService(host("gone")) == nil && c.GetService(host("added")) != nil &&
