@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"net/netip"
 	"strings"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -16,6 +17,11 @@ type Client struct {
 	// GRPC is true for proxyless gRPC clients. Other clients are treated as
 	// Envoy and may subscribe to everything (wildcard).
 	GRPC bool
+	// IPs are the workload's addresses, as Istio reads them: metadata
+	// INSTANCE_IPS (comma-separated), else the node id's address. A gRPC
+	// server's inbound listener is decided by the services whose endpoints
+	// hold one of them. Nil when unknown.
+	IPs []string
 }
 
 // ClientFromNode classifies a node as the xDS naming contract says: the
@@ -31,6 +37,7 @@ func ClientFromNode(n *core.Node) Client {
 	} else {
 		c.Namespace = namespaceFromID(n.GetId())
 	}
+	c.IPs = instanceIPs(fields["INSTANCE_IPS"].GetStringValue(), n.GetId())
 	if strings.EqualFold(fields["GENERATOR"].GetStringValue(), "grpc") {
 		c.GRPC = true
 	}
@@ -38,6 +45,25 @@ func ClientFromNode(n *core.Node) Client {
 		c.GRPC = true
 	}
 	return c
+}
+
+// instanceIPs reads the workload's addresses from INSTANCE_IPS, else from
+// the id "type~ip~pod.ns~ns.svc.domain"; what is not an IP address is
+// dropped, so that a malformed node matches no endpoint.
+func instanceIPs(metadata, id string) []string {
+	var candidates []string
+	if metadata != "" {
+		candidates = strings.Split(metadata, ",")
+	} else if parts := strings.Split(id, "~"); len(parts) == 4 {
+		candidates = parts[1:2]
+	}
+	var out []string
+	for _, s := range candidates {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil {
+			out = append(out, a.String())
+		}
+	}
+	return out
 }
 
 // namespaceFromID reads the namespace from "type~ip~pod.ns~ns.svc.domain".

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"reflect"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -25,18 +26,20 @@ func TestClientFromNode(t *testing.T) {
 		node *core.Node
 		want Client
 	}{
-		{"istio id", &core.Node{Id: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local"}, Client{ID: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Namespace: "shop"}},
-		{"metadata wins", &core.Node{Id: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Metadata: md(map[string]any{"NAMESPACE": "other"})}, Client{ID: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Namespace: "other"}},
+		{"istio id", &core.Node{Id: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local"}, Client{ID: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Namespace: "shop", IPs: []string{"10.0.0.1"}}},
+		{"metadata wins", &core.Node{Id: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Metadata: md(map[string]any{"NAMESPACE": "other", "INSTANCE_IPS": "10.0.0.2, fd00::2,bad"})},
+			Client{ID: "sidecar~10.0.0.1~pod-1.shop~shop.svc.cluster.local", Namespace: "other", IPs: []string{"10.0.0.2", "fd00::2"}}},
+		{"id without an address", &core.Node{Id: "sidecar~pod~pod-1.shop~shop.svc.cluster.local"}, Client{ID: "sidecar~pod~pod-1.shop~shop.svc.cluster.local", Namespace: "shop"}},
 		{"generator grpc", &core.Node{Id: "x", Metadata: md(map[string]any{"GENERATOR": "grpc"})}, Client{ID: "x", GRPC: true}},
 		{"grpc user agent", &core.Node{Id: "y", UserAgentName: "gRPC Go"}, Client{ID: "y", GRPC: true}},
 		{"grpc java", &core.Node{UserAgentName: "gRPC Java"}, Client{GRPC: true}},
 		{"envoy", &core.Node{Id: "e", UserAgentName: "envoy"}, Client{ID: "e"}},
 		{"malformed id", &core.Node{Id: "sidecar~10.0.0.1~pod"}, Client{ID: "sidecar~10.0.0.1~pod"}},
-		{"pod.ns without domain", &core.Node{Id: "sidecar~10.0.0.1~pod-1.ns1~"}, Client{ID: "sidecar~10.0.0.1~pod-1.ns1~", Namespace: "ns1"}},
+		{"pod.ns without domain", &core.Node{Id: "sidecar~10.0.0.1~pod-1.ns1~"}, Client{ID: "sidecar~10.0.0.1~pod-1.ns1~", Namespace: "ns1", IPs: []string{"10.0.0.1"}}},
 		{"nil", nil, Client{}},
 	}
 	for _, tc := range cases {
-		if got := ClientFromNode(tc.node); got != tc.want {
+		if got := ClientFromNode(tc.node); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
 		}
 	}

@@ -1,0 +1,212 @@
+package xds
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// A gRPC xDS server (gRFC A36) asks for the listener named by its
+// bootstrap's server_listener_resource_name_template, which meshpilot's
+// bootstrap sets to Istio's "xds.istio.io/grpc/lds/inbound/%s"; grpc-go
+// fills in the address it listens on, as net.Listener.Addr prints it:
+// "10.0.0.7:8080", "0.0.0.0:8080", "[::]:8080". Until the server has the
+// listener it accepts connections and closes them at once (NOT_SERVING).
+//
+// What grpc-go v1.85 requires of the listener
+// (internal/xds/xdsclient/xdsresource/unmarshal_lds.go, filter_chain.go,
+// internal/xds/server/listener_wrapper.go); a failed check NACKs unless
+// said otherwise:
+//   - no api_listener (one makes it a client listener: NOT_SERVING), no
+//     listener_filters, use_original_dst unset or false;
+//   - address a socket_address whose address equals the host the server
+//     listens on, as SplitHostPort prints it ("::" for "[::]"), and whose
+//     port equals its port or is 0; otherwise the listener is ACKed and
+//     the server stays NOT_SERVING;
+//   - at least one usable filter chain or a default_filter_chain. Chains
+//     matching on destination_port, server_names, application_protocols
+//     or a transport_protocol other than "raw_buffer" are dropped
+//     silently; two chains with the same match NACK;
+//   - in a chain, network filters with unique non-empty names and a
+//     typed_config; the first HttpConnectionManager is used, and only it
+//     may come (filters after it are checked, not run); a transport_socket,
+//     when present, is "envoy.transport_sockets.tls" with a
+//     DownstreamTlsContext;
+//   - in the HttpConnectionManager, http_filters that grpc-go knows for
+//     servers, ending with the router (terminal) filter, xff_num_trusted_hops
+//     0, and either RDS over ADS or an inline route_config, checked as a
+//     client's route configuration;
+//   - at RPC time, a route whose action is not non_forwarding_action fails
+//     the RPCs it matches with UNAVAILABLE, as does matching no route.
+//
+// istiod (pilot/pkg/networking/grpcgen/lds.go, buildInboundListeners)
+// answers every address form the same way: the port alone is looked up
+// among the workload's service ports (the target ports of the services
+// that select it), the listener's address is the name's, and a port that
+// no service of the workload serves gets no listener (a warning in its
+// log), so such a server never becomes SERVING. The listener has one
+// filter chain without match criteria, "inbound-plaintext" (or
+// "inbound-mtls" with a DownstreamTlsContext under STRICT mTLS; PERMISSIVE
+// is served as plaintext, since grpc-go cannot match TLS against plain
+// connections), holding an HttpConnectionManager with an inline route
+// configuration "inbound": one virtual host for "*" whose route "/" has
+// non_forwarding_action, and the router filter last. Inline, not RDS: a
+// server then needs nothing more than its listener to serve
+// (grpc/grpc-go#4924).
+
+// inboundPrefix starts the name of every gRPC server's listener, Istio's.
+const inboundPrefix = "xds.istio.io/grpc/lds/inbound/"
+
+// parseInboundName reads "xds.istio.io/grpc/lds/inbound/<ip>:<port>"; the
+// host is an IP address (IPv6 without its brackets), any address included.
+func parseInboundName(name string) (host string, port int32, ok bool) {
+	hostPort, found := strings.CutPrefix(name, inboundPrefix)
+	if !found {
+		return "", 0, false
+	}
+	h, p, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return "", 0, false
+	}
+	if _, err := netip.ParseAddr(h); err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(p, 10, 32)
+	if err != nil || n <= 0 || n > 65535 {
+		return "", 0, false
+	}
+	return h, int32(n), true
+}
+
+// inboundTargets is what the model says about a gRPC server's port: the
+// services whose endpoints put the client's workload behind that port,
+// and every service that was looked at to find them.
+type inboundTargets struct {
+	// Serving lists, by hostname, the services with an endpoint at one of
+	// the client's addresses on the port. Empty: istiod serves no listener.
+	Serving []model.Hostname
+	// Considered lists the services of the client's namespace, whose
+	// endpoints were searched: one of them gaining or losing the workload
+	// changes the answer.
+	Considered []model.Hostname
+}
+
+// findInboundTargets finds the services that serve port on the client's
+// workload, as istiod's proxy service targets do: services of the
+// client's namespace (a Kubernetes Service selects Pods of its own
+// namespace only), whose endpoints hold one of the client's addresses on
+// that port, whatever their health (a server not ready yet must still
+// start serving to become ready). The port is the workload's, the
+// endpoint's, not the service's: a server listens on the target port.
+func findInboundTargets(d model.ServiceDiscovery, c Client, port int32) inboundTargets {
+	var t inboundTargets
+	if c.Namespace == "" || len(c.IPs) == 0 {
+		return t
+	}
+	for _, svc := range d.Services() {
+		if svc.Namespace != c.Namespace || svc.Resolution == model.DNSAlias {
+			continue
+		}
+		t.Considered = append(t.Considered, svc.Hostname)
+		if servesOn(d, svc, c.IPs, uint32(port)) {
+			t.Serving = append(t.Serving, svc.Hostname)
+		}
+	}
+	return t
+}
+
+// servesOn says whether one of the service's endpoints is at one of ips
+// on port.
+func servesOn(d model.ServiceDiscovery, svc *model.Service, ips []string, port uint32) bool {
+	for _, p := range svc.PortsByNumber() {
+		for _, ep := range d.Endpoints(svc.Hostname, p.Port, nil) {
+			if ep.Port == port && slices.Contains(ips, ep.Address) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// inboundListener is the listener a gRPC server asking for name gets, and
+// the model's answer it was decided from; nil when the name is not an
+// inbound listener name or no service of the client's serves its port.
+func inboundListener(d model.ServiceDiscovery, c Client, name string) (*listener.Listener, inboundTargets) {
+	host, port, ok := parseInboundName(name)
+	if !ok {
+		return nil, inboundTargets{}
+	}
+	t := findInboundTargets(d, c, port)
+	if len(t.Serving) == 0 {
+		return nil, t
+	}
+	return buildInboundListener(name, host, port), t
+}
+
+// buildInboundListener builds the listener of a gRPC server listening on
+// host:port, as istiod does: the name's address, one plaintext filter
+// chain.
+func buildInboundListener(name, host string, port int32) *listener.Listener {
+	return &listener.Listener{
+		Name:    name,
+		Address: socketAddress(host, uint32(port)),
+		// Security is decided per port from policies; until meshpilot reads
+		// them (PeerAuthentication), every server is plaintext. mTLS adds
+		// here a chain "inbound-mtls" whose transport_socket is
+		// "envoy.transport_sockets.tls" with a DownstreamTlsContext that
+		// requires a client certificate, its certificates from the
+		// bootstrap's "default" provider, as istiod's
+		// buildInboundFilterChains does; PERMISSIVE stays plaintext.
+		FilterChains: []*listener.FilterChain{inboundFilterChain("plaintext", inboundStatPrefix(host, port))},
+	}
+}
+
+// inboundStatPrefix names a server's statistics as Istio names an inbound
+// listener's: "inbound_<address>_<port>". grpc-go ignores it; Envoy's
+// validation requires one.
+func inboundStatPrefix(host string, port int32) string {
+	return "inbound_" + host + "_" + strconv.Itoa(int(port))
+}
+
+// inboundFilterChain is a chain without match criteria, called
+// "inbound-<kind>" as istiod calls it, that routes every RPC to the
+// server itself.
+func inboundFilterChain(kind, statPrefix string) *listener.FilterChain {
+	m := &hcm.HttpConnectionManager{
+		CodecType:  hcm.HttpConnectionManager_AUTO,
+		StatPrefix: statPrefix,
+		RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
+			Name: "inbound",
+			VirtualHosts: []*route.VirtualHost{{
+				Name:    "inbound",
+				Domains: []string{"*"},
+				Routes: []*route.Route{{
+					Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+					Action: &route.Route_NonForwardingAction{NonForwardingAction: &route.NonForwardingAction{}},
+				}},
+			}},
+		}},
+		// Authorization (gRPC's RBAC filters) goes before the router.
+		HttpFilters: []*hcm.HttpFilter{routerFilter},
+	}
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(err) // marshalling a well-formed message cannot fail
+	}
+	return &listener.FilterChain{
+		Name: "inbound-" + kind,
+		Filters: []*listener.Filter{{
+			Name:       "inbound-hcm-" + kind,
+			ConfigType: &listener.Filter_TypedConfig{TypedConfig: a},
+		}},
+	}
+}
