@@ -1,11 +1,8 @@
 package xds
 
 import (
-	"net"
-	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -63,30 +60,6 @@ import (
 // server then needs nothing more than its listener to serve
 // (grpc/grpc-go#4924).
 
-// inboundPrefix starts the name of every gRPC server's listener, Istio's.
-const inboundPrefix = "xds.istio.io/grpc/lds/inbound/"
-
-// parseInboundName reads "xds.istio.io/grpc/lds/inbound/<ip>:<port>"; the
-// host is an IP address (IPv6 without its brackets), any address included.
-func parseInboundName(name string) (host string, port int32, ok bool) {
-	hostPort, found := strings.CutPrefix(name, inboundPrefix)
-	if !found {
-		return "", 0, false
-	}
-	h, p, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		return "", 0, false
-	}
-	if _, err := netip.ParseAddr(h); err != nil {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(p, 10, 32)
-	if err != nil || n <= 0 || n > 65535 {
-		return "", 0, false
-	}
-	return h, int32(n), true
-}
-
 // inboundTargets is what the model says about a gRPC server's port: the
 // services whose endpoints put the client's workload behind that port,
 // and every service that was looked at to find them.
@@ -141,7 +114,7 @@ func servesOn(d model.ServiceDiscovery, svc *model.Service, ips []string, port u
 // the model's answer it was decided from; nil when the name is not an
 // inbound listener name or no service of the client's serves its port.
 func inboundListener(d model.ServiceDiscovery, c Client, name string) (*listener.Listener, inboundTargets) {
-	host, port, ok := parseInboundName(name)
+	host, port, ok := model.ParseInboundListenerName(name)
 	if !ok {
 		return nil, inboundTargets{}
 	}

@@ -15,37 +15,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-func TestParseInboundName(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		host string
-		port int32
-	}{
-		{inboundPrefix + "10.0.0.7:8080", "10.0.0.7", 8080},
-		{inboundPrefix + "0.0.0.0:50051", "0.0.0.0", 50051},
-		{inboundPrefix + "[::]:50051", "::", 50051},
-		{inboundPrefix + "[fd00::7]:1", "fd00::7", 1},
-	} {
-		host, port, ok := parseInboundName(tc.name)
-		if !ok || host != tc.host || port != tc.port {
-			t.Errorf("%q: got %q %d %v, want %q %d", tc.name, host, port, ok, tc.host, tc.port)
-		}
-	}
-	for _, bad := range []string{
-		"10.0.0.7:8080",                             // a client listener
-		inboundPrefix + "10.0.0.7",                  // no port
-		inboundPrefix + "10.0.0.7:0",                // grpc-go names the port it listens on
-		inboundPrefix + "10.0.0.7:65536",            //
-		inboundPrefix + "::1:80",                    // IPv6 without brackets
-		inboundPrefix + "echo.default:80",           // grpc-go names an address
-		"xds.istio.io/grpc/lds/outbound/1.2.3.4:80", //
-	} {
-		if _, _, ok := parseInboundName(bad); ok {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-}
-
 // TestInboundListener: a gRPC server gets its listener when a service of
 // its namespace has an endpoint at one of its addresses on the port it
 // listens on (the target port, not the service port), whatever address
@@ -71,18 +40,18 @@ func TestInboundListener(t *testing.T) {
 		name    string
 		address string // of the listener; "" for none
 	}{
-		{"pod IP", pod7, inboundPrefix + "10.0.0.7:8080", "10.0.0.7"},
-		{"any IPv4 address", pod7, inboundPrefix + "0.0.0.0:8080", "0.0.0.0"},
-		{"any IPv6 address", pod7, inboundPrefix + "[::]:8080", "::"},
-		{"the name's address is not looked up", pod7, inboundPrefix + "10.9.9.9:8080", "10.9.9.9"},
-		{"a not ready endpoint serves", Client{Namespace: "apps", IPs: []string{"10.0.0.8"}}, inboundPrefix + "[::]:8080", "::"},
-		{"a second address", Client{Namespace: "apps", IPs: []string{"10.0.0.99", "fd00::9"}}, inboundPrefix + "[::]:8080", "::"},
-		{"the service port is not the server's", pod7, inboundPrefix + "10.0.0.7:9080", ""},
-		{"a port no service serves", pod7, inboundPrefix + "10.0.0.7:8081", ""},
-		{"a service of another namespace", pod7, inboundPrefix + "10.0.0.7:7070", ""},
-		{"a workload behind no service", Client{Namespace: "apps", IPs: []string{"10.0.0.50"}}, inboundPrefix + "[::]:8080", ""},
-		{"a client without addresses", Client{Namespace: "apps"}, inboundPrefix + "[::]:8080", ""},
-		{"a client without namespace", Client{IPs: []string{"10.0.0.7"}}, inboundPrefix + "[::]:8080", ""},
+		{"pod IP", pod7, model.InboundListenerPrefix + "10.0.0.7:8080", "10.0.0.7"},
+		{"any IPv4 address", pod7, model.InboundListenerPrefix + "0.0.0.0:8080", "0.0.0.0"},
+		{"any IPv6 address", pod7, model.InboundListenerPrefix + "[::]:8080", "::"},
+		{"the name's address is not looked up", pod7, model.InboundListenerPrefix + "10.9.9.9:8080", "10.9.9.9"},
+		{"a not ready endpoint serves", Client{Namespace: "apps", IPs: []string{"10.0.0.8"}}, model.InboundListenerPrefix + "[::]:8080", "::"},
+		{"a second address", Client{Namespace: "apps", IPs: []string{"10.0.0.99", "fd00::9"}}, model.InboundListenerPrefix + "[::]:8080", "::"},
+		{"the service port is not the server's", pod7, model.InboundListenerPrefix + "10.0.0.7:9080", ""},
+		{"a port no service serves", pod7, model.InboundListenerPrefix + "10.0.0.7:8081", ""},
+		{"a service of another namespace", pod7, model.InboundListenerPrefix + "10.0.0.7:7070", ""},
+		{"a workload behind no service", Client{Namespace: "apps", IPs: []string{"10.0.0.50"}}, model.InboundListenerPrefix + "[::]:8080", ""},
+		{"a client without addresses", Client{Namespace: "apps"}, model.InboundListenerPrefix + "[::]:8080", ""},
+		{"a client without namespace", Client{IPs: []string{"10.0.0.7"}}, model.InboundListenerPrefix + "[::]:8080", ""},
 		{"not an inbound name", pod7, "echo:9080", ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -100,7 +69,7 @@ func TestInboundListener(t *testing.T) {
 				t.Fatalf("invalid: %v", err)
 			}
 			sa := l.GetAddress().GetSocketAddress()
-			_, port, _ := parseInboundName(tc.name)
+			_, port, _ := model.ParseInboundListenerName(tc.name)
 			if l.GetName() != tc.name || sa.GetAddress() != tc.address || sa.GetPortValue() != uint32(port) {
 				t.Fatalf("listener %q on %s:%d, want %q on %s:%d", l.GetName(), sa.GetAddress(), sa.GetPortValue(), tc.name, tc.address, port)
 			}
@@ -109,7 +78,7 @@ func TestInboundListener(t *testing.T) {
 
 	t.Run("what the answer was decided from", func(t *testing.T) {
 		st.Update(service("idle", "apps", 1234), nil)
-		_, got := inboundListener(d, pod7, inboundPrefix+"0.0.0.0:8080")
+		_, got := inboundListener(d, pod7, model.InboundListenerPrefix+"0.0.0.0:8080")
 		want := inboundTargets{
 			Serving:    []model.Hostname{echo.Hostname},
 			Considered: []model.Hostname{echo.Hostname, "idle.apps.svc.cluster.local"},
@@ -125,7 +94,7 @@ func TestInboundListener(t *testing.T) {
 // HttpConnectionManager whose inline route configuration sends every RPC
 // to the server itself (non_forwarding_action), the router last.
 func TestInboundListenerShape(t *testing.T) {
-	l := buildInboundListener(inboundPrefix+"0.0.0.0:8080", "0.0.0.0", 8080)
+	l := buildInboundListener(model.InboundListenerPrefix+"0.0.0.0:8080", "0.0.0.0", 8080)
 	if l.GetApiListener() != nil || len(l.GetListenerFilters()) > 0 || l.GetUseOriginalDst() != nil || l.GetDefaultFilterChain() != nil {
 		t.Fatalf("fields a gRPC server refuses or meshpilot does not set: %v", l)
 	}
@@ -161,7 +130,7 @@ func TestInboundListenerShape(t *testing.T) {
 // TestValidateServerListener: Validate holds a server listener to what
 // grpc-go checks before it ACKs one (and to what makes its RPCs fail).
 func TestValidateServerListener(t *testing.T) {
-	good := buildInboundListener(inboundPrefix+"10.0.0.7:8080", "10.0.0.7", 8080)
+	good := buildInboundListener(model.InboundListenerPrefix+"10.0.0.7:8080", "10.0.0.7", 8080)
 	if err := Validate(good); err != nil {
 		t.Fatalf("generated listener: %v", err)
 	}
