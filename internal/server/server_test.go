@@ -21,14 +21,13 @@ import (
 	"testing"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // storeRegistry is a model.Store whose sync the test controls.
@@ -95,20 +94,17 @@ func TestReadyzFollowsTheRegistry(t *testing.T) {
 }
 
 // fetchListener opens an ADS stream over conn and asks for one listener.
-func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*discovery.DiscoveryResponse, error) {
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*xdstest.Response, error) {
+	c, err := xdstest.Open(ctx, conn, xdstest.Options{Node: xdstest.GRPCNode(xdstest.NodeOptions{
+		ID: "sidecar~10.0.0.9~c.default~default.svc.cluster.local", Namespace: "default"})})
 	if err != nil {
 		return nil, err
 	}
-	meta, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc", "NAMESPACE": "default"})
-	if err := stream.Send(&discovery.DiscoveryRequest{
-		Node:          &core.Node{Id: "sidecar~10.0.0.9~c.default~default.svc.cluster.local", Metadata: meta},
-		TypeUrl:       "type.googleapis.com/envoy.config.listener.v3.Listener",
-		ResourceNames: []string{"echo:7070"},
-	}); err != nil {
+	defer c.Close()
+	if err := c.Subscribe(resourcev3.ListenerType, "echo:7070"); err != nil {
 		return nil, err
 	}
-	return stream.Recv()
+	return c.Next(ctx)
 }
 
 func TestXDSOverTLSAndMutualTLS(t *testing.T) {
@@ -140,7 +136,7 @@ func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 		reg.synced.Store(true)
 		s := start(t, Options{Registry: reg, XDSCert: serverCert, XDSKey: serverKey})
 		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr()))
-		if err != nil || len(resp.GetResources()) != 1 {
+		if err != nil || len(resp.Resources) != 1 {
 			t.Fatalf("over TLS: %v, %v", resp, err)
 		}
 		plain, err := grpc.NewClient(s.XDSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -164,7 +160,7 @@ func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr(), cert))
-		if err != nil || len(resp.GetResources()) != 1 {
+		if err != nil || len(resp.Resources) != 1 {
 			t.Fatalf("with a client certificate: %v, %v", resp, err)
 		}
 	})

@@ -16,15 +16,10 @@ import (
 	"testing"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	prommodel "github.com/prometheus/common/model"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +34,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/internal/xds"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // running is an in-process meshpilot whose shutdown the test controls.
@@ -97,81 +93,11 @@ func (r *running) wait(t *testing.T, d time.Duration) error {
 	return nil
 }
 
-// rawADS is a state-of-the-world ADS client made of go-control-plane's
-// protos, for what grpc-go never does (NACK on demand, hang up).
-type rawADS struct {
-	t      *testing.T
-	node   *core.Node
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	recv   chan *discovery.DiscoveryResponse
-	ended  chan error
-	cancel context.CancelFunc
-}
-
-func openRawADS(t *testing.T, addr, nodeID string) *rawADS {
+// openRawADS opens a state-of-the-world ADS stream as an Envoy node, for
+// what grpc-go never does (NACK on demand, hang up).
+func openRawADS(t *testing.T, addr, nodeID string) *xdstest.TestClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cc.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &rawADS{t: t, node: &core.Node{Id: nodeID, UserAgentName: "envoy"}, stream: st,
-		recv: make(chan *discovery.DiscoveryResponse, 16), ended: make(chan error, 1), cancel: cancel}
-	go func() {
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				a.ended <- err
-				return
-			}
-			a.recv <- r
-		}
-	}()
-	return a
-}
-
-func (a *rawADS) send(typeURL string, names []string, version, nonce, nack string) {
-	a.t.Helper()
-	req := &discovery.DiscoveryRequest{Node: a.node, TypeUrl: typeURL, ResourceNames: names, VersionInfo: version, ResponseNonce: nonce}
-	if nack != "" {
-		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: nack}
-	}
-	if err := a.stream.Send(req); err != nil {
-		a.t.Fatalf("send: %v", err)
-	}
-}
-
-func (a *rawADS) next() *discovery.DiscoveryResponse {
-	a.t.Helper()
-	select {
-	case r := <-a.recv:
-		return r
-	case err := <-a.ended:
-		a.t.Fatalf("stream ended: %v", err)
-	case <-time.After(grpctest.Wait):
-		a.t.Fatalf("no response within %v", grpctest.Wait)
-	}
-	return nil
-}
-
-// awaitEnd waits for the server to end the stream and returns its error.
-func (a *rawADS) awaitEnd(d time.Duration) error {
-	a.t.Helper()
-	select {
-	case err := <-a.ended:
-		return err
-	case r := <-a.recv:
-		a.t.Fatalf("got a %s response while waiting for the stream to end", r.GetTypeUrl())
-	case <-time.After(d):
-		a.t.Fatalf("stream still open after %v", d)
-	}
-	return nil
+	return xdstest.Dial(t, addr, xdstest.Options{Node: xdstest.EnvoyNode(xdstest.NodeOptions{ID: nodeID}), Wait: grpctest.Wait})
 }
 
 // writeZonedSlice writes the one slice of a service with every endpoint in
@@ -362,12 +288,13 @@ func TestMetricsAndDebugPages(t *testing.T) {
 
 	// A raw Envoy-like client ACKs the cluster and NACKs its endpoints.
 	raw := openRawADS(t, srv.XDSAddr(), "raw-envoy~"+ns)
-	raw.send(xds.ClusterType, []string{cluster}, "", "", "")
-	cds := raw.next()
-	raw.send(xds.ClusterType, []string{cluster}, cds.GetVersionInfo(), cds.GetNonce(), "")
-	raw.send(xds.EndpointType, []string{cluster}, "", "", "")
-	eds := raw.next()
-	raw.send(xds.EndpointType, []string{cluster}, "", eds.GetNonce(), "endpoints rejected by the test")
+	raw.Subscribe(xds.ClusterType, cluster)
+	cds := raw.Next()
+	raw.ACK(cds)
+	raw.Subscribe(xds.EndpointType, cluster)
+	eds := raw.Next()
+	// The NACK repeats the version last ACKed: none.
+	raw.NACK(eds, "endpoints rejected by the test")
 
 	t.Run("metrics", func(t *testing.T) {
 		checks := []metricCheck{
@@ -467,23 +394,23 @@ func TestMetricsAndDebugPages(t *testing.T) {
 		}
 		e := r.Types["EDS"]
 		if r.NodeID != "raw-envoy~"+ns || r.NACKs != 1 || e.LastNACK.Error != "endpoints rejected by the test" ||
-			e.LastNACK.Version != eds.GetVersionInfo() || e.LastNACK.Nonce != eds.GetNonce() ||
-			e.LastSent.Nonce != eds.GetNonce() || e.LastACK != nil || !slices.Equal(e.Subscribed, []string{cluster}) {
+			e.LastNACK.Version != eds.Version || e.LastNACK.Nonce != eds.Nonce ||
+			e.LastSent.Nonce != eds.Nonce || e.LastACK != nil || !slices.Equal(e.Subscribed, []string{cluster}) {
 			t.Fatalf("raw client: %+v; EDS %+v", r, e)
 		}
-		if c := r.Types["CDS"]; c.LastACK.Version != cds.GetVersionInfo() || c.LastACK.Nonce != cds.GetNonce() {
+		if c := r.Types["CDS"]; c.LastACK.Version != cds.Version || c.LastACK.Nonce != cds.Nonce {
 			t.Fatalf("raw client CDS %+v", c)
 		}
 	})
 
 	t.Run("config_dump", func(t *testing.T) {
 		var dump debug.Dump
-		getJSON(t, "http://"+debugAddr+"/debug/config_dump?node="+url.QueryEscape(raw.node.GetId()), &dump)
+		getJSON(t, "http://"+debugAddr+"/debug/config_dump?node="+url.QueryEscape(raw.Node().GetId()), &dump)
 		if len(dump.Streams) != 1 {
 			t.Fatalf("dump %+v", dump)
 		}
 		types := dump.Streams[0].Types
-		if c := types["CDS"]; c.Version != cds.GetVersionInfo() || len(c.Resources) != 1 ||
+		if c := types["CDS"]; c.Version != cds.Version || len(c.Resources) != 1 ||
 			resourceField(t, c.Resources[0], "name") != cluster ||
 			resourceField(t, c.Resources[0], "@type") != "type.googleapis.com/envoy.config.cluster.v3.Cluster" {
 			t.Fatalf("CDS dump %+v", c)
@@ -564,7 +491,7 @@ func TestMetricsAndDebugPages(t *testing.T) {
 	})
 
 	t.Run("a client that disconnects", func(t *testing.T) {
-		raw.cancel()
+		raw.Close()
 		awaitMetrics(t, httpAddr, []metricCheck{
 			{"meshpilot_xds_clients", []string{"type", "envoy"}, exactly(0), "0"},
 			{"meshpilot_xds_clients", []string{"type", "grpc"}, exactly(1), "1"},
@@ -573,7 +500,7 @@ func TestMetricsAndDebugPages(t *testing.T) {
 		awaitSyncz(t, debugAddr, "only the gRPC client", func(cs []debug.SyncStatus) bool {
 			return len(cs) == 1 && cs[0].Type == "grpc"
 		})
-		if got := httpStatus(t, "http://"+debugAddr+"/debug/config_dump?node="+url.QueryEscape(raw.node.GetId())); got != http.StatusNotFound {
+		if got := httpStatus(t, "http://"+debugAddr+"/debug/config_dump?node="+url.QueryEscape(raw.Node().GetId())); got != http.StatusNotFound {
 			t.Fatalf("config_dump of a gone client: %d", got)
 		}
 	})
@@ -614,27 +541,26 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	cluster := "outbound|7070||drain." + ns + ".svc.cluster.local"
 
 	open := openRawADS(t, srv.XDSAddr(), "draining-envoy")
-	open.send(xds.EndpointType, []string{cluster}, "", "", "")
-	r := open.next()
-	open.send(xds.EndpointType, []string{cluster}, r.GetVersionInfo(), r.GetNonce(), "")
+	open.Subscribe(xds.EndpointType, cluster)
+	open.ACK(open.Next())
 
 	began := time.Now()
 	srv.stop()
 	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusServiceUnavailable)
 
 	late := openRawADS(t, srv.XDSAddr(), "late-envoy")
-	late.send(xds.EndpointType, []string{cluster}, "", "", "")
-	if err := late.awaitEnd(grpctest.Wait); status.Code(err) != codes.Unavailable {
+	late.Subscribe(xds.EndpointType, cluster)
+	if err := late.ExpectEnd(grpctest.Wait); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a new stream while draining: %v, want Unavailable", err)
 	}
 
 	// The open stream still follows Kubernetes.
 	writeZonedSlice(t, ns, "drain", "z", bs)
-	if r := open.next(); len(r.GetResources()) != 1 {
-		t.Fatalf("push while draining: %d resources", len(r.GetResources()))
+	if r := open.Next(); len(r.Resources) != 1 {
+		t.Fatalf("push while draining: %d resources", len(r.Resources))
 	}
 
-	err := open.awaitEnd(drain + grpctest.Wait)
+	err := open.ExpectEnd(drain + grpctest.Wait)
 	if took := time.Since(began); took < drain {
 		t.Fatalf("the stream was closed after %v, before the drain of %v ended", took, drain)
 	}
@@ -679,9 +605,9 @@ func TestMaxConnectionAge(t *testing.T) {
 	}
 
 	raw := openRawADS(t, srv.XDSAddr(), "aging-envoy")
-	raw.send(xds.ClusterType, []string{"outbound|7070||aged." + ns + ".svc.cluster.local"}, "", "", "")
-	raw.next()
-	if err := raw.awaitEnd(grpctest.Wait); err == nil {
+	raw.Subscribe(xds.ClusterType, "outbound|7070||aged."+ns+".svc.cluster.local")
+	raw.Next()
+	if err := raw.ExpectEnd(grpctest.Wait); err == nil {
 		t.Fatal("stream ended without an error")
 	}
 
@@ -736,15 +662,15 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	testutil.AwaitHTTP(t, "http://"+debugAddr+"/debug/syncz", http.StatusOK)
 
 	raw := openRawADS(t, xdsAddr, "sigterm-envoy")
-	raw.send(xds.ClusterType, []string{"outbound|7070||sig." + ns + ".svc.cluster.local"}, "", "", "")
-	raw.next()
+	raw.Subscribe(xds.ClusterType, "outbound|7070||sig."+ns+".svc.cluster.local")
+	raw.Next()
 
 	began := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusServiceUnavailable)
-	if err := raw.awaitEnd(drain + grpctest.Wait); err == nil {
+	if err := raw.ExpectEnd(drain + grpctest.Wait); err == nil {
 		t.Fatal("the stream ended without an error")
 	}
 	if took := time.Since(began); took < drain {
