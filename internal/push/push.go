@@ -95,3 +95,17 @@ func (r Request) Clone() Request {
 	r.EndpointsOnly = maps.Clone(r.EndpointsOnly)
 	return r
 }
+
+// Keys calls yield with every model key the request changed: a service
+// change touches its definition and its endpoints, an endpoints-only
+// change its endpoints alone. A Full request names no key: everything
+// changed.
+func (r *Request) Keys(yield func(model.ConfigKey)) {
+	for h := range r.Services {
+		yield(model.ServiceKey(h))
+		yield(model.EndpointsKey(h))
+	}
+	for h := range r.EndpointsOnly {
+		yield(model.EndpointsKey(h))
+	}
+}

@@ -109,24 +109,23 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 	b.ReportMetric(float64(pushTime.Nanoseconds())/float64(b.N), "push-ns/op")
 }
 
+// BenchmarkGenerate: one generation and marshalling of each type, as a
+// cache miss costs.
 func BenchmarkGenerate(b *testing.B) {
 	st := benchModel(10, 100)
-	g := &Generator{Discovery: storeDiscovery{st}}
 	name := model.ClusterName(8080, "", "svc-1.default.svc.cluster.local")
-	client := Client{Namespace: "default", GRPC: true}
-	for _, tc := range []struct {
-		typ, name string
-	}{
-		{ListenerType, "svc-1:8080"},
-		{RouteType, name},
-		{ClusterType, name},
-		{EndpointType, name},
-	} {
-		b.Run(typeOfShort(tc.typ), func(b *testing.B) {
+	client := &Client{Namespace: "default", GRPC: true}
+	names := map[string]string{ListenerType: "svc-1:8080", RouteType: name, ClusterType: name, EndpointType: name}
+	for _, g := range generators(GeneratorOptions{Discovery: storeDiscovery{st}}) {
+		typ := g.Type()
+		b.Run(typ.Short+"+marshal", func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				m := g.Generate(tc.typ, client, tc.name)
-				if _, err := newEntry(tc.typ, tc.name, "", m); err != nil {
+				r := g.Generate(client, names[typ.URL])
+				if r.Resource == nil {
+					b.Fatal("nothing generated")
+				}
+				if _, err := newEntry(typ.URL, names[typ.URL], r.Resource, r.Deps); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -134,18 +133,6 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
-func typeOfShort(url string) string {
-	t, _ := typeOf(url)
-	return t.short() + "+marshal"
-}
-
-// BenchmarkEndToEnd measures, over loopback gRPC, the time from a model
-// write of one service's endpoints to each of 100 ADS clients holding the
-// new endpoint (200 services x 5 endpoints; every client subscribed to the
-// changed service and 4 others; 100 ms debounce). Writes are spaced by
-// more than the quiet period, as isolated changes; the spacing is outside
-// the timer, so ns/op is the time until the last client has the change.
-// Reported: p50 and p99 of the per-client delays.
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, leading := range []bool{true, false} {
 		b.Run(map[bool]string{true: "leading-edge", false: "trailing-only"}[leading], func(b *testing.B) {

@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -172,9 +170,11 @@ func (ci *ClientInfo) typeSync(typ string) *TypeSync {
 }
 
 // shortType names a type URL as the sync state and metrics do.
-func shortType(typeURL string) string {
-	if t, ok := typeOf(typeURL); ok {
-		return t.short()
+func (c *clientTracker) shortType(typeURL string) string {
+	for _, t := range c.types {
+		if t.URL == typeURL {
+			return t.Short
+		}
 	}
 	return typeURL
 }
@@ -188,6 +188,8 @@ type responseKey struct{}
 // readers (Clients, ConfigDump) on any goroutine; mu guards everything.
 type clientTracker struct {
 	observer Observer
+	// types are the served types, set before the first stream opens.
+	types []ResourceType
 
 	mu      sync.Mutex
 	clients map[streamKey]*ClientInfo
@@ -225,9 +227,10 @@ type requestResult struct {
 // request records a request: who is on the stream, what it subscribes to,
 // and whether it ACKs or NACKs the latest response of its type. For delta
 // streams names are the subscribe and unsubscribe lists.
-func (c *clientTracker) request(id int64, delta bool, node *core.Node, typeURL string, names, unsubscribe []string, nonce string, errDetail *statuspb.Status) requestResult {
+func (c *clientTracker) request(req clientRequest) requestResult {
+	id, delta, node, names, unsubscribe, nonce, errDetail := req.stream, req.delta, req.node, req.names, req.unsubscribe, req.nonce, req.nack
 	now := time.Now()
-	typ := shortType(typeURL)
+	typ := c.shortType(req.typeURL)
 	c.mu.Lock()
 	ci := c.clients[streamKey{id, delta}]
 	if ci == nil { // cannot happen: open ran first
@@ -308,7 +311,7 @@ func (c *clientTracker) request(id int64, delta bool, node *core.Node, typeURL s
 
 // sent records a response about to be sent on a stream.
 func (c *clientTracker) sent(id int64, delta bool, typeURL string, r *sentResponse) {
-	typ := shortType(typeURL)
+	typ := c.shortType(typeURL)
 	c.mu.Lock()
 	ci := c.clients[streamKey{id, delta}]
 	if ci == nil {

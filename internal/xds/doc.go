@@ -3,8 +3,12 @@
 //
 // # Generators
 //
-// Generator builds resources from the model, following the naming
-// contract of DESIGN.md:
+// One Generator per type (listener.go, route.go, cluster.go, endpoint.go;
+// listed in generators) builds resources from the model, following the
+// naming contract of DESIGN.md. Given a client and a name it returns the
+// resource, the model keys it read (model.ConfigKey: a service's
+// definition, a service's endpoints) and the facts about the client it
+// depends on (Vary). A new type is one file and one line in generators.
 //
 //   - Listener: the name a client asks for, "<host>:<port>", where host is
 //     the FQDN or "<name>", "<name>.<namespace>", "<name>.<namespace>.svc"
@@ -23,7 +27,8 @@
 //     weighted by its number of HEALTHY endpoints, each endpoint with its
 //     health; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to
-//     Envoy, so one resource name has two variants, one per client kind.
+//     Envoy: then one resource name has two variants, one per client
+//     kind; otherwise both kinds share one.
 //
 // Unknown names get no resource. Envoy (any client that is not gRPC) may
 // subscribe to everything for clusters, endpoints and routes; a wildcard
@@ -33,10 +38,18 @@
 // # Server
 //
 // Server runs go-control-plane's gRPC server (ADS state of the world and
-// delta, per-type services, REST) and is itself the cache behind it. It
-// keeps no snapshot: a client's request is answered from resources
-// generated on demand and shared by every client that asks for the same
-// thing, each marshalled once. The version of a resource is a hash of its
+// delta, per-type services, REST; ads.go) and is itself the cache behind
+// it. It keeps no snapshot: a client's request is answered (sotw.go,
+// delta.go, rest.go) from resources generated on demand, held in a
+// resource cache (cache.go) by name and client variant, and shared by
+// every client that asks for the same thing, each marshalled once. The
+// server never parses a name to learn what a resource depends on: the
+// cache files each resource under the keys its generator returned, and
+// waiting watches are filed under the keys of what they cover
+// (watches.go), so a push drops and resends exactly what was built from
+// the changed keys. A cached resource stays as the last push left it
+// until a push changes one of its keys, even when the model moved on in
+// between (a removal held back by the debouncer, say). The version of a resource is a hash of its
 // bytes, so regenerating unchanged content sends nothing; the version of a
 // response starts with a per-process prefix, so versions differ across
 // restarts. What a client holds is go-control-plane's per-stream

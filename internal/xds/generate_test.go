@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -78,7 +77,7 @@ func TestLocalityWeights(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(service("svc", "default", 80), eps)
-			g := &Generator{Discovery: storeDiscovery{st}}
+			g := serve(storeDiscovery{st})
 			name := model.ClusterName(80, "", "svc.default.svc.cluster.local")
 			for _, c := range []struct {
 				client Client
@@ -87,12 +86,12 @@ func TestLocalityWeights(t *testing.T) {
 				{Client{Namespace: "default", GRPC: true}, tc.grpc},
 				{Client{Namespace: "default"}, tc.envoy},
 			} {
-				m := g.Generate(EndpointType, c.client, name)
+				m := g.endpoints(t, c.client, name)
 				if err := Validate(m); err != nil {
 					t.Fatalf("grpc=%v: %v", c.client.GRPC, err)
 				}
 				got := map[string]locality{}
-				for _, l := range m.(*endpoint.ClusterLoadAssignment).GetEndpoints() {
+				for _, l := range m.GetEndpoints() {
 					w := noWeight
 					if l.GetLoadBalancingWeight() != nil {
 						w = int(l.GetLoadBalancingWeight().GetValue())
@@ -137,8 +136,7 @@ func TestClusterOptions(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(svc, nil)
-			g := &Generator{Discovery: storeDiscovery{st}}
-			c := g.Cluster(model.ClusterName(80, "", svc.Hostname))
+			c := serve(storeDiscovery{st}).cluster(t, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(c); err != nil {
 				t.Fatal(err)
 			}

@@ -112,11 +112,27 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) *model.Store {
 	return st
 }
 
+// goldenTypes are the types a golden case writes, one output file each.
+var goldenTypes = []struct{ file, url string }{
+	{"listeners", ListenerType},
+	{"routes", RouteType},
+	{"clusters", ClusterType},
+	{"endpoints", EndpointType},
+}
+
+// TestGolden: each testdata/in/<case>.yaml holds a model and the clients
+// that ask for resources from it; what the server serves each client goes
+// to testdata/out/<case>/<type>.json, one file per xDS type, keyed by
+// client. Resources come through the server's own path (its resource
+// cache and generators, as a request is answered), are validated, and
+// compared with the files; -update rewrites them and removes outputs whose
+// case or type is gone.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/in/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden inputs: %v", err)
 	}
+	want := map[string]bool{} // every output file the cases make
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
 		t.Run(name, func(t *testing.T) {
@@ -128,63 +144,103 @@ func TestGolden(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 				t.Fatal(err)
 			}
-			g := &Generator{Discovery: storeDiscovery{loadModel(t, &in, model.DefaultDomainSuffix)}}
-			out := map[string]map[string][]json.RawMessage{}
+			g := serve(storeDiscovery{loadModel(t, &in, model.DefaultDomainSuffix)})
+			out := map[string]map[string][]json.RawMessage{} // type -> client -> resources
 			for _, c := range in.Clients {
 				client := ClientFromNode(c.node(t))
-				got := map[string][]json.RawMessage{}
-				types := []struct {
-					key, url string
-					names    []string
-					wildcard []string
-				}{
-					{"listeners", ListenerType, c.Listeners, nil},
-					{"routes", RouteType, c.Routes, nil},
-					{"clusters", ClusterType, c.Clusters, g.ClusterNames()},
-					{"endpoints", EndpointType, c.Endpoints, g.EndpointNames()},
+				asked := map[string][]string{
+					ListenerType: c.Listeners, RouteType: c.Routes, ClusterType: c.Clusters, EndpointType: c.Endpoints,
 				}
-				for _, ty := range types {
-					names := ty.names
-					if c.Wildcard {
-						names = ty.wildcard
+				for _, ty := range goldenTypes {
+					names := asked[ty.url]
+					if c.Wildcard && ty.url != ListenerType {
+						names = g.allNames(t, ty.url)
 					}
 					for _, n := range names {
-						m := g.Generate(ty.url, client, n)
+						m := g.get(t, ty.url, client, n)
 						if m == nil {
 							continue
 						}
 						if err := Validate(m); err != nil {
-							t.Errorf("%s %s %q: %v", c.Name, ty.key, n, err)
+							t.Errorf("%s %s %q: %v", c.Name, ty.file, n, err)
 						}
 						b, err := protojson.Marshal(m)
 						if err != nil {
 							t.Fatal(err)
 						}
-						got[ty.key] = append(got[ty.key], b)
+						if out[ty.file] == nil {
+							out[ty.file] = map[string][]json.RawMessage{}
+						}
+						out[ty.file][c.Name] = append(out[ty.file][c.Name], b)
 					}
 				}
-				out[c.Name] = got
 			}
-			b, err := json.MarshalIndent(out, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b = append(b, '\n')
-			golden := filepath.Join("testdata", "out", name+".json")
-			if *update {
-				if err := os.WriteFile(golden, b, 0o644); err != nil {
+			for _, ty := range goldenTypes {
+				if out[ty.file] == nil {
+					continue
+				}
+				golden := filepath.Join("testdata", "out", name, ty.file+".json")
+				want[golden] = true
+				b, err := json.MarshalIndent(out[ty.file], "", "  ")
+				if err != nil {
 					t.Fatal(err)
 				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(want, b) {
-				t.Errorf("%s differs from the generated resources; run go test ./internal/xds -run TestGolden -update and review the diff\n%s", golden, b)
+				compareGolden(t, golden, append(b, '\n'))
 			}
 		})
+	}
+	removeStaleGolden(t, want)
+}
+
+// compareGolden compares got with a golden file, or writes it with
+// -update.
+func compareGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/xds -run TestGolden -update to create it)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from what is served; run go test ./internal/xds -run TestGolden -update and review the diff\n%s", golden, got)
+	}
+}
+
+// removeStaleGolden: an output no case makes any more is deleted with
+// -update, and fails the test otherwise, so that testdata/out says only
+// what is served.
+func removeStaleGolden(t *testing.T, want map[string]bool) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join("testdata", "out"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || want[path] {
+			return err
+		}
+		if !*update {
+			t.Errorf("%s is made by no golden case; run go test ./internal/xds -run TestGolden -update to remove it", path)
+			return nil
+		}
+		return os.Remove(path)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		// Folders of cases that are gone.
+		dirs, _ := os.ReadDir(filepath.Join("testdata", "out"))
+		for _, d := range dirs {
+			p := filepath.Join("testdata", "out", d.Name())
+			if entries, err := os.ReadDir(p); err == nil && len(entries) == 0 {
+				_ = os.Remove(p)
+			}
+		}
 	}
 }
 

@@ -153,12 +153,12 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 	st := model.NewStore()
 	svc := service("echo", "default", 9080)
 	st.Update(svc, nil)
-	g := &Generator{Discovery: storeDiscovery{st}}
+	g := serve(storeDiscovery{st})
 	name := model.ClusterName(9080, "", svc.Hostname)
 	grpcClient := Client{Namespace: "default", GRPC: true}
 
 	caches := map[string]*cache.LinearCache{}
-	for _, typ := range typeURLs {
+	for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
 		caches[typ] = cache.NewLinearCache(typ)
 	}
 	set := func(typ, name string, m types.Resource) {
@@ -167,9 +167,9 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set(ListenerType, "echo:9080", g.Listener(grpcClient, "echo:9080"))
-	set(RouteType, name, g.RouteConfiguration(name))
-	set(ClusterType, name, g.Cluster(name))
+	set(ListenerType, "echo:9080", g.listener(t, grpcClient, "echo:9080"))
+	set(RouteType, name, g.route(t, name))
+	set(ClusterType, name, g.cluster(t, name))
 	mux := &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },

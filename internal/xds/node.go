@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 // Client is what the generators need to know about the node that asks.
@@ -22,6 +24,11 @@ type Client struct {
 	// server's inbound listener is decided by the services whose endpoints
 	// hold one of them. Nil when unknown.
 	IPs []string
+	// NodeName is the Kubernetes node the client runs on (node metadata
+	// NODE_NAME), and Locality where it runs (the node's locality); empty
+	// when unknown.
+	NodeName string
+	Locality model.Locality
 }
 
 // ClientFromNode classifies a node as the xDS naming contract says: the
@@ -38,6 +45,10 @@ func ClientFromNode(n *core.Node) Client {
 		c.Namespace = namespaceFromID(n.GetId())
 	}
 	c.IPs = instanceIPs(fields["INSTANCE_IPS"].GetStringValue(), n.GetId())
+	c.NodeName = fields["NODE_NAME"].GetStringValue()
+	if l := n.GetLocality(); l != nil {
+		c.Locality = model.Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubZone()}
+	}
 	if strings.EqualFold(fields["GENERATOR"].GetStringValue(), "grpc") {
 		c.GRPC = true
 	}

@@ -36,6 +36,9 @@ func TestClientFromNode(t *testing.T) {
 		{"envoy", &core.Node{Id: "e", UserAgentName: "envoy"}, Client{ID: "e"}},
 		{"malformed id", &core.Node{Id: "sidecar~10.0.0.1~pod"}, Client{ID: "sidecar~10.0.0.1~pod"}},
 		{"pod.ns without domain", &core.Node{Id: "sidecar~10.0.0.1~pod-1.ns1~"}, Client{ID: "sidecar~10.0.0.1~pod-1.ns1~", Namespace: "ns1", IPs: []string{"10.0.0.1"}}},
+		{"node and locality", &core.Node{Id: "n", Locality: &core.Locality{Region: "r", Zone: "z", SubZone: "s"},
+			Metadata: md(map[string]any{"NODE_NAME": "node-a"})},
+			Client{ID: "n", NodeName: "node-a", Locality: model.Locality{Region: "r", Zone: "z", Subzone: "s"}}},
 		{"nil", nil, Client{}},
 	}
 	for _, tc := range cases {
@@ -51,7 +54,7 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 	st := model.NewStore()
 	svc := service("a", "b", 80)
 	st.Update(svc, nil)
-	g := &Generator{Discovery: storeDiscovery{st}}
+	g := serve(storeDiscovery{st})
 	whole, subset := model.ClusterName(80, "", svc.Hostname), model.ClusterName(80, "v1", svc.Hostname)
 	if h, p, ok := serviceCluster(whole); !ok || h != svc.Hostname || p != 80 {
 		t.Fatalf("serviceCluster(%q) = %q, %d, %v", whole, h, p, ok)
@@ -60,10 +63,10 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 		t.Errorf("serviceCluster(%q) accepted a subset", subset)
 	}
 	for _, typ := range []string{ClusterType, RouteType, EndpointType} {
-		if m := g.Generate(typ, Client{}, whole); m == nil {
+		if m := g.get(t, typ, Client{}, whole); m == nil {
 			t.Errorf("%s %q: no resource", typ, whole)
 		}
-		if m := g.Generate(typ, Client{}, subset); m != nil {
+		if m := g.get(t, typ, Client{}, subset); m != nil {
 			t.Errorf("%s %q: got %v, want none", typ, subset, m)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -32,16 +30,16 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 			&model.Endpoint{Address: addr, Port: 8125, ServicePortName: "statsd"})
 	}
 	st.Update(dns, eps)
-	g := &Generator{Discovery: storeDiscovery{st}}
+	g := serve(storeDiscovery{st})
 	name := model.ClusterName(53, "", dns.Hostname)
 
 	for _, c := range []Client{{Namespace: "kube-system", GRPC: true}, {Namespace: "kube-system"}} {
-		m := g.Generate(EndpointType, c, name)
+		m := g.endpoints(t, c, name)
 		if err := Validate(m); err != nil {
 			t.Fatalf("grpc=%v: %v", c.GRPC, err)
 		}
 		var got []string
-		for _, l := range m.(*endpoint.ClusterLoadAssignment).GetEndpoints() {
+		for _, l := range m.GetEndpoints() {
 			for _, e := range l.GetLbEndpoints() {
 				a := e.GetEndpoint().GetAddress().GetSocketAddress()
 				got = append(got, a.GetAddress()+":"+strconv.Itoa(int(a.GetPortValue())))
@@ -52,20 +50,20 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 		}
 	}
 
-	if got := g.ClusterNames(); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, ClusterType); !slices.Equal(got, []string{name}) {
 		t.Errorf("ClusterNames = %v, want [%s]", got, name)
 	}
-	if got := g.EndpointNames(); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, EndpointType); !slices.Equal(got, []string{name}) {
 		t.Errorf("EndpointNames = %v, want [%s]", got, name)
 	}
-	if g.Cluster(name) == nil || g.Listener(Client{Namespace: "kube-system", GRPC: true}, "kube-dns:53") == nil {
+	if g.cluster(t, name) == nil || g.listener(t, Client{Namespace: "kube-system", GRPC: true}, "kube-dns:53") == nil {
 		t.Errorf("no cluster or listener for port 53")
 	}
 	udpOnly := model.ClusterName(8125, "", dns.Hostname)
-	if c := g.Cluster(udpOnly); c != nil {
+	if c := g.cluster(t, udpOnly); c != nil {
 		t.Errorf("cluster for a UDP-only port: %v", c)
 	}
-	if l := g.Listener(Client{Namespace: "kube-system", GRPC: true}, "kube-dns:8125"); l != nil {
+	if l := g.listener(t, Client{Namespace: "kube-system", GRPC: true}, "kube-dns:8125"); l != nil {
 		t.Errorf("listener for a UDP-only port: %v", l)
 	}
 }

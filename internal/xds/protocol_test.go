@@ -686,8 +686,10 @@ func TestEndpointsPerClientKind(t *testing.T) {
 }
 
 // TestMarshalledOncePerContent: however many clients hold a resource, a
-// change marshals it once per variant (ClusterLoadAssignments have one
-// per client kind), and what is unchanged is not marshalled again.
+// change marshals it once per variant, and what is unchanged is not
+// marshalled again. A ClusterLoadAssignment has one variant per client
+// kind only while some locality has no HEALTHY endpoint (gRPC clients are
+// not sent it); otherwise both kinds share one.
 func TestMarshalledOncePerContent(t *testing.T) {
 	const perKind = 10
 	ts := startServer(t, baseStore())
@@ -703,9 +705,9 @@ func TestMarshalledOncePerContent(t *testing.T) {
 			a.ack(a.next(), []string{reviews})
 		}
 	}
-	// One cluster, and one ClusterLoadAssignment per client kind.
-	if got := ts.Stats().Marshals; got != 3 {
-		t.Fatalf("%d marshals for %d clients of one cluster and its endpoints, want 3", got, len(clients))
+	// One cluster, and one ClusterLoadAssignment for both kinds.
+	if got := ts.Stats().Marshals; got != 2 {
+		t.Fatalf("%d marshals for %d clients of one cluster and its endpoints, want 2", got, len(clients))
 	}
 
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
@@ -714,8 +716,29 @@ func TestMarshalledOncePerContent(t *testing.T) {
 		if got := claAddrs(t, r); r.GetTypeUrl() != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
 			t.Fatalf("%s got %s %v", a.node.GetId(), r.GetTypeUrl(), got)
 		}
+		a.ack(r, []string{reviews})
+	}
+	if got := ts.Stats().Marshals; got != 2+1 {
+		t.Fatalf("%d marshals after one endpoint change, want 2 + 1", got)
+	}
+
+	// A zone whose only endpoint is draining: Envoy is sent it, gRPC
+	// clients are not (their variant's bytes are unchanged, so they are
+	// sent nothing), so the kinds now get a variant each.
+	draining := &model.Endpoint{Address: "10.0.0.9", Port: 9080, ServicePortName: "grpc", Health: model.Draining,
+		Locality: model.Locality{Region: "r", Zone: "far"}}
+	ts.store.Update(service("reviews", "default", 9080),
+		append(endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"), draining))
+	for _, a := range clients {
+		if a.node.GetUserAgentName() != "envoy" {
+			continue
+		}
+		r := a.next()
+		if got, want := claAddrs(t, r)[reviews], []string{"10.0.0.1", "10.0.0.3", "10.0.0.9"}; !slices.Equal(got, want) {
+			t.Fatalf("%s got %v, want %v", a.node.GetId(), got, want)
+		}
 	}
 	if got := ts.Stats().Marshals; got != 3+2 {
-		t.Fatalf("%d marshals after one endpoint change, want 3 + one per client kind", got)
+		t.Fatalf("%d marshals after a zone lost its HEALTHY endpoints, want 3 + one per client kind", got)
 	}
 }

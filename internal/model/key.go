@@ -1,0 +1,46 @@
+package model
+
+// ConfigKey names one part of the model that generated configuration is
+// built from. Generators return the keys of what they read; a change
+// reports the keys it touched; the xDS server regenerates and resends
+// exactly what depends on a changed key. The server never derives keys
+// from resource names: only generators know what a resource reads.
+//
+// A struct of comparable fields, so that it is a map key without
+// allocation.
+type ConfigKey struct {
+	Kind KeyKind
+	// Name identifies the part within its kind: the hostname for
+	// KindService and KindEndpoints.
+	Name string
+}
+
+// KeyKind says what kind of model part a ConfigKey names.
+type KeyKind uint8
+
+const (
+	// KindService is a service's definition: its existence, ports,
+	// resolution, addresses and policies.
+	KindService KeyKind = iota + 1
+	// KindEndpoints is the set of a service's endpoints, with their
+	// health, locality and labels.
+	KindEndpoints
+)
+
+func (k KeyKind) String() string {
+	switch k {
+	case KindService:
+		return "Service"
+	case KindEndpoints:
+		return "Endpoints"
+	}
+	return "Unknown"
+}
+
+// ServiceKey is the key of a service's definition.
+func ServiceKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindService, Name: string(h)} }
+
+// EndpointsKey is the key of a service's endpoints.
+func EndpointsKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindEndpoints, Name: string(h)} }
+
+func (k ConfigKey) String() string { return k.Kind.String() + "/" + k.Name }

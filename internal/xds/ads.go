@@ -1,0 +1,113 @@
+package xds
+
+import (
+	"context"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// This file wires the Server into go-control-plane's gRPC server, which
+// speaks the protocol (streams, nonces, subscriptions): the Server is its
+// cache (CreateWatch, CreateDeltaWatch, Fetch), and its callbacks feed the
+// client tracker.
+
+var _ cache.Cache = (*Server)(nil)
+
+// streamKey names a stream: go-control-plane numbers state-of-the-world
+// and delta streams separately.
+type streamKey struct {
+	id    int64
+	delta bool
+}
+
+var errNotReady = status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
+
+func (s *Server) newProtocolServer() serverv3.Server {
+	return serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
+		StreamOpenFunc:        func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, false) },
+		DeltaStreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, true) },
+		StreamClosedFunc:      func(id int64, _ *core.Node) { s.tracker.close(id, false) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.tracker.close(id, true) },
+		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
+			s.request(clientRequest{
+				stream: id, node: req.GetNode(), typeURL: req.GetTypeUrl(), names: req.GetResourceNames(),
+				version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
+			})
+			return nil
+		},
+		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
+			s.request(clientRequest{
+				stream: id, delta: true, node: req.GetNode(), typeURL: req.GetTypeUrl(),
+				names: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
+				nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
+			})
+			return nil
+		},
+		StreamResponseFunc: func(ctx context.Context, id int64, _ *discovery.DiscoveryRequest, out *discovery.DiscoveryResponse) {
+			s.tracker.sotwSent(ctx, id, out)
+		},
+		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, out *discovery.DeltaDiscoveryResponse) {
+			s.tracker.deltaSentFunc(id, out)
+		},
+		FetchRequestFunc: func(context.Context, *discovery.DiscoveryRequest) error {
+			if !s.ready() {
+				return errNotReady
+			}
+			return nil
+		},
+	})
+}
+
+// Register adds ADS (state of the world and delta) and the per-type
+// discovery services to g.
+func (s *Server) Register(g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, s.xds)
+	routeservice.RegisterRouteDiscoveryServiceServer(g, s.xds)
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, s.xds)
+}
+
+func (s *Server) open(_ context.Context, id int64, delta bool) error {
+	if !s.ready() {
+		return errNotReady
+	}
+	s.tracker.open(id, delta)
+	return nil
+}
+
+// clientRequest is one request on a stream, as the tracker records it.
+// For delta streams names and unsubscribe are the request's subscribe
+// and unsubscribe lists; version is empty.
+type clientRequest struct {
+	stream             int64
+	delta              bool
+	node               *core.Node
+	typeURL            string
+	names, unsubscribe []string
+	version, nonce     string
+	nack               *statuspb.Status
+}
+
+// request records who is on a stream and what it asks for, and logs and
+// counts NACKs.
+func (s *Server) request(req clientRequest) {
+	r := s.tracker.request(req)
+	if r.nack {
+		s.nacks.Add(1)
+		s.log.Warn("xds: client rejected configuration", "client", r.nodeID, "stream", req.stream,
+			"type", s.tracker.shortType(req.typeURL), "version", req.version, "nonce", req.nonce,
+			"error", req.nack.GetMessage())
+	}
+}

@@ -1,0 +1,119 @@
+package xds
+
+import (
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// ClusterType is the type URL of clusters.
+const ClusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+
+// httpProtocolOptionsKey is the typed_extension_protocol_options key (the
+// extension's name) under which Envoy reads upstream HTTP options.
+const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// clusterGenerator builds the cluster "outbound|<port>||<FQDN>": an EDS
+// cluster over ADS with round robin, or for a DNS alias (ExternalName) a
+// LOGICAL_DNS cluster pointing at the external name. gRPC clients ignore
+// the fields only Envoy reads (common_lb_config,
+// typed_extension_protocol_options), so every client gets the same
+// cluster.
+type clusterGenerator struct{ GeneratorOptions }
+
+func (*clusterGenerator) Type() ResourceType {
+	return ResourceType{URL: ClusterType, Short: "CDS", FullState: true, Wildcard: true}
+}
+
+func (g *clusterGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
+
+func (g *clusterGenerator) Generate(_ *Client, name string) Result {
+	svc, port, deps := servicePort(g.Discovery, name)
+	if svc == nil {
+		return Result{Deps: deps}
+	}
+	return Result{Deps: deps, Resource: buildCluster(name, svc, port)}
+}
+
+func buildCluster(name string, svc *model.Service, port int32) *cluster.Cluster {
+	c := &cluster.Cluster{
+		Name:     name,
+		LbPolicy: cluster.Cluster_ROUND_ROBIN,
+	}
+	if p, _ := svc.PortByNumber(port); speaksHTTP2(p.Protocol) {
+		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: http2Options}
+	}
+	if svc.Resolution == model.DNSAlias {
+		c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_LOGICAL_DNS}
+		c.DnsLookupFamily = cluster.Cluster_V4_PREFERRED
+		c.LoadAssignment = &endpoint.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpoint.LocalityLbEndpoints{{
+				Locality: &core.Locality{},
+				LbEndpoints: []*endpoint.LbEndpoint{{
+					HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+						Address: socketAddress(svc.ExternalName, uint32(port)),
+					}},
+				}},
+			}},
+		}
+		return c
+	}
+	c.ClusterDiscoveryType = &cluster.Cluster_Type{Type: cluster.Cluster_EDS}
+	c.EdsClusterConfig = &cluster.Cluster_EdsClusterConfig{EdsConfig: adsSource, ServiceName: name}
+	// The endpoints carry their health, DRAINING and UNHEALTHY included.
+	// Envoy's default panic threshold (50%) would make it balance over all
+	// of them, not-ready pods included, once half are not HEALTHY; 0 never
+	// does, as Istio sets when it sends unhealthy endpoints.
+	c.CommonLbConfig = &cluster.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
+	return c
+}
+
+// speaksHTTP2 says whether a port's upstream protocol is HTTP/2, as
+// Istio's Protocol.IsHTTP2 does: gRPC (gRPC-Web too: Envoy's grpc_web
+// filter turns it into gRPC) and HTTP2, which the registries give to
+// appProtocol kubernetes.io/h2c.
+func speaksHTTP2(p model.Protocol) bool {
+	switch p {
+	case model.GRPC, model.GRPCWeb, model.HTTP2:
+		return true
+	}
+	return false
+}
+
+// http2Options makes Envoy speak HTTP/2 (h2c) to the endpoints: without
+// it Envoy uses HTTP/1.1 upstream whatever the client spoke, which gRPC
+// servers refuse. Istio's cluster builder sets the same.
+var http2Options = func() *anypb.Any {
+	a, err := anypb.New(&httpoptions.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &core.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return a
+}()
+
+var adsSource = &core.ConfigSource{
+	ResourceApiVersion:    core.ApiVersion_V3,
+	ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
+}
+
+func socketAddress(addr string, port uint32) *core.Address {
+	return &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
+		Protocol:      core.SocketAddress_TCP,
+		Address:       addr,
+		PortSpecifier: &core.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

@@ -1,0 +1,132 @@
+package xds
+
+import (
+	"slices"
+	"strings"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// EndpointType is the type URL of ClusterLoadAssignments.
+const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+
+// endpointGenerator builds the ClusterLoadAssignment of
+// "outbound|<port>||<FQDN>": one LocalityLbEndpoints per
+// region/zone/subzone (in a stable order), each endpoint with its health.
+// An address:port appears once (grpc-go rejects duplicates). None when
+// the service port does not exist or the service is a DNS alias (its
+// cluster carries its address itself).
+//
+// A locality's load_balancing_weight is its number of HEALTHY endpoints:
+// grpc-go (and gRPC's other xDS clients) pick a locality by weight alone,
+// then skip its endpoints that are not HEALTHY, so a weight that counted
+// DRAINING or UNHEALTHY endpoints would send the locality's few ready
+// endpoints the traffic of those going away. A locality with no HEALTHY
+// endpoint must attract nothing, and the two kinds of client get it in
+// the shape each handles best (see localityWithoutHealthy); when there is
+// no such locality both get the same resource.
+type endpointGenerator struct{ GeneratorOptions }
+
+func (*endpointGenerator) Type() ResourceType {
+	return ResourceType{URL: EndpointType, Short: "EDS", Wildcard: true}
+}
+
+func (g *endpointGenerator) AllNames() []string { return clusterNames(g.Discovery, true) }
+
+func (g *endpointGenerator) Generate(c *Client, name string) Result {
+	svc, port, deps := servicePort(g.Discovery, name)
+	if svc == nil || svc.Resolution == model.DNSAlias {
+		return Result{Deps: deps}
+	}
+	deps = append(deps, model.EndpointsKey(svc.Hostname))
+	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
+	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
+	byLocality := map[model.Locality]*localityGroup{}
+	var order []*localityGroup
+	seen := make(map[addrPort]struct{}, len(eps))
+	for _, ep := range eps {
+		key := addrPort{ep.Address, ep.Port}
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		grp := byLocality[ep.Locality]
+		if grp == nil {
+			grp = &localityGroup{sortKey: ep.Locality.String(), lle: &endpoint.LocalityLbEndpoints{Locality: &core.Locality{
+				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.Subzone,
+			}}}
+			byLocality[ep.Locality] = grp
+			order = append(order, grp)
+		}
+		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, &endpoint.LbEndpoint{
+			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+				Address: socketAddress(ep.Address, ep.Port),
+			}},
+			HealthStatus: healthStatus(ep.Health),
+		})
+		if ep.Health == model.Healthy {
+			grp.healthy++
+		}
+	}
+	slices.SortFunc(order, func(a, b *localityGroup) int { return strings.Compare(a.sortKey, b.sortKey) })
+	var vary Vary
+	for _, grp := range order {
+		if grp.healthy > 0 {
+			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.healthy)
+		} else {
+			vary = VaryKind
+			if !localityWithoutHealthy(c) {
+				continue
+			}
+		}
+		cla.Endpoints = append(cla.Endpoints, grp.lle)
+	}
+	return Result{Resource: cla, Deps: deps, Vary: vary}
+}
+
+// addrPort is what makes two endpoints one for a client: grpc-go rejects
+// an address:port listed twice.
+type addrPort struct {
+	addr string
+	port uint32
+}
+
+// localityGroup gathers the endpoints of one locality while a
+// ClusterLoadAssignment is built.
+type localityGroup struct {
+	lle     *endpoint.LocalityLbEndpoints
+	healthy uint32 // its HEALTHY endpoints: the locality's weight
+	sortKey string // "region/zone/subzone", computed once for sorting
+}
+
+// localityWithoutHealthy says whether a client is sent a locality that
+// has no HEALTHY endpoint (with no load_balancing_weight).
+//
+// gRPC clients are not: grpc-go drops a locality whose weight is 0 or
+// unset (logging a warning on every update) and never sends to an
+// endpoint that is not HEALTHY, so leaving the locality out changes
+// nothing for it, and does not depend on how each gRPC implementation
+// treats a weight of 0.
+//
+// Envoy is: it balances over hosts, not localities (meshpilot's clusters
+// do not enable locality-weighted balancing), takes no new requests to
+// DRAINING or UNHEALTHY hosts (the clusters' healthy panic threshold is
+// 0), and seeing a host as DRAINING lets it drain that host's connections
+// rather than drop them. Its validation accepts an unset weight but not 0
+// (load_balancing_weight must be at least 1 when set).
+func localityWithoutHealthy(c *Client) bool { return !c.GRPC }
+
+func healthStatus(h model.Health) core.HealthStatus {
+	switch h {
+	case model.Healthy:
+		return core.HealthStatus_HEALTHY
+	case model.Draining:
+		return core.HealthStatus_DRAINING
+	default:
+		return core.HealthStatus_UNHEALTHY
+	}
+}

@@ -1,0 +1,123 @@
+package xds
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Generator builds the resources of one xDS type from the model. Adding a
+// type is one file with its Generator and one line in generators.
+//
+// Generate must depend only on the model's current content, the name, and
+// the facts about the client that its Result's Vary names: the server
+// gives one client's result to every client that agrees on those facts,
+// and keeps it until a model key among its Deps changes. Generators are
+// called with the server's lock held, one at a time, and must not call
+// back into the server.
+type Generator interface {
+	// Type is the type built.
+	Type() ResourceType
+	// Generate builds the resource called name for a client.
+	Generate(c *Client, name string) Result
+	// AllNames lists, in order, what a wildcard subscription of the type
+	// gets (called only when Type().Wildcard). The list is a function of
+	// the set of services: it changes only with a KindService key.
+	AllNames() []string
+}
+
+// ResourceType describes an xDS type.
+type ResourceType struct {
+	// URL is the type URL.
+	URL string
+	// Short is the name operators know it by ("LDS", "CDS", ...), used in
+	// logs, metrics and the sync state.
+	Short string
+	// FullState: a state-of-the-world response carries every subscribed
+	// resource, and one left out is deleted (LDS and CDS, as the xDS
+	// protocol says); otherwise responses carry only what changed.
+	FullState bool
+	// Wildcard: a client other than gRPC may subscribe to every resource
+	// of the type (AllNames). gRPC clients always name what they want.
+	Wildcard bool
+}
+
+// Result is what a Generator built for one name and client.
+type Result struct {
+	// Resource is nil when the name designates nothing for the client.
+	Resource proto.Message
+	// Deps are the model keys the result was built from, given also when
+	// Resource is nil (what would make it appear): a change to one of
+	// them drops the result and wakes the watches that hold it.
+	Deps []model.ConfigKey
+	// Vary names the facts about the client the result depends on; zero
+	// when every client gets the same bytes.
+	Vary Vary
+}
+
+// Vary is a set of facts about a client that a generated resource may
+// depend on, like HTTP's Vary header: clients that agree on them share
+// one generated, marshalled resource.
+type Vary uint8
+
+const (
+	// VaryKind: gRPC clients and Envoy get different resources.
+	VaryKind Vary = 1 << iota
+	// VaryNamespace: the client's namespace matters (relative names).
+	VaryNamespace
+	// VaryNode: the Kubernetes node the client runs on matters.
+	VaryNode
+	// VaryZone: the client's region and zone matter.
+	VaryZone
+)
+
+// variant is the part of a client that a Vary selects; clients with equal
+// variants share a resource. Comparable, so that a cache lookup allocates
+// nothing.
+type variant struct {
+	grpc         bool
+	namespace    string
+	node         string
+	region, zone string
+}
+
+func (v Vary) of(c *Client) variant {
+	var out variant
+	if v&VaryKind != 0 {
+		out.grpc = c.GRPC
+	}
+	if v&VaryNamespace != 0 {
+		out.namespace = c.Namespace
+	}
+	if v&VaryNode != 0 {
+		out.node = c.NodeName
+	}
+	if v&VaryZone != 0 {
+		out.region, out.zone = c.Locality.Region, c.Locality.Zone
+	}
+	return out
+}
+
+// GeneratorOptions is what every generator reads.
+type GeneratorOptions struct {
+	// Discovery is the model.
+	Discovery model.ServiceDiscovery
+	// DomainSuffix ends every service hostname; "cluster.local" when
+	// empty.
+	DomainSuffix string
+}
+
+func (o GeneratorOptions) suffix() string {
+	return model.DomainSuffixOrDefault(o.DomainSuffix)
+}
+
+// generators lists the types served, in the order a client is expected
+// to ask for them. A new type is one line here.
+func generators(o GeneratorOptions) []Generator {
+	return []Generator{
+		&listenerGenerator{o},
+		&routeGenerator{o},
+		&clusterGenerator{o},
+		&endpointGenerator{o},
+	}
+}

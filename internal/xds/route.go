@@ -1,0 +1,79 @@
+package xds
+
+import (
+	"strconv"
+
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// RouteType is the type URL of route configurations.
+const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+
+// routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
+// one virtual host whose domains are the forms a client may use for the
+// service, routing "/" to the cluster of the same name.
+type routeGenerator struct{ GeneratorOptions }
+
+func (*routeGenerator) Type() ResourceType {
+	return ResourceType{URL: RouteType, Short: "RDS", Wildcard: true}
+}
+
+func (g *routeGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
+
+func (g *routeGenerator) Generate(_ *Client, name string) Result {
+	svc, port, deps := servicePort(g.Discovery, name)
+	if svc == nil {
+		return Result{Deps: deps}
+	}
+	return Result{Deps: deps, Resource: &route.RouteConfiguration{
+		Name: name,
+		VirtualHosts: []*route.VirtualHost{{
+			Name:    string(svc.Hostname) + ":" + strconv.Itoa(int(port)),
+			Domains: model.VirtualHostDomains(svc, g.suffix(), port),
+			Routes: []*route.Route{{
+				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &route.Route_Route{Route: &route.RouteAction{
+					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
+				}},
+			}},
+		}},
+		ValidateClusters: wrapperspb.Bool(false),
+	}}
+}
+
+// servicePort finds the service port a cluster-style name designates, and
+// says what that depends on: the service's definition.
+func servicePort(d model.ServiceDiscovery, name string) (*model.Service, int32, []model.ConfigKey) {
+	host, port, ok := serviceCluster(name)
+	if !ok {
+		return nil, 0, nil
+	}
+	deps := []model.ConfigKey{model.ServiceKey(host)}
+	svc := d.GetService(host)
+	if svc == nil {
+		return nil, 0, deps
+	}
+	if _, ok := svc.PortByNumber(port); !ok {
+		return nil, 0, deps
+	}
+	return svc, port, deps
+}
+
+// clusterNames lists the cluster-style name of every service port, in
+// order: what a wildcard CDS, RDS or (without DNS aliases, which have no
+// endpoints) EDS subscription gets.
+func clusterNames(d model.ServiceDiscovery, withoutDNSAliases bool) []string {
+	var out []string
+	for _, svc := range d.Services() {
+		if withoutDNSAliases && svc.Resolution == model.DNSAlias {
+			continue
+		}
+		for _, p := range svc.PortsByNumber() {
+			out = append(out, model.ClusterName(p.Port, "", svc.Hostname))
+		}
+	}
+	return out
+}

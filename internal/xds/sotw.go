@@ -1,0 +1,113 @@
+package xds
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// CreateWatch implements go-control-plane's cache.ConfigWatcher for
+// state-of-the-world streams.
+func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
+	t, ok := s.typeOf(req.GetTypeUrl())
+	if !ok {
+		// A type meshpilot does not serve (secrets, runtime, ...): say
+		// once that there is nothing, rather than end the stream.
+		if req.GetResponseNonce() == "" {
+			ch <- &sotwResponse{req: req, out: &discovery.DiscoveryResponse{
+				VersionInfo: s.nextVersion(), TypeUrl: req.GetTypeUrl(),
+			}, returned: map[string]string{}}
+		}
+		return func() {}, nil
+	}
+	return s.startWatch(&watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}), nil
+}
+
+// names returns what a watch covers: its subscribed names, and for a
+// wildcard subscription everything of the type too. A name subscribed
+// explicitly stays covered when its resource goes, so that a wildcard
+// client that named it is told of the removal. s.mu is held.
+func (s *Server) names(w *watch) []string {
+	subscribed := w.sub.SubscribedResources()
+	if !w.wildcard {
+		return slices.Sorted(maps.Keys(subscribed))
+	}
+	all := s.cache.gens[w.typ].AllNames()
+	if len(subscribed) == 0 {
+		return all
+	}
+	seen := make(map[string]struct{}, len(all))
+	for _, n := range all {
+		seen[n] = struct{}{}
+	}
+	for n := range subscribed {
+		if _, ok := seen[n]; !ok {
+			all = append(all, n)
+		}
+	}
+	return all
+}
+
+// sotw builds the state-of-the-world response a watch needs, or nil when
+// the client has everything, and collects what the covered resources
+// depend on. Responses of full-state types (listeners, clusters) carry
+// every subscribed resource (a missing one means deleted); the others
+// carry only those that changed. s.mu is held.
+func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwResponse {
+	returned := w.sub.ReturnedResources()
+	names := s.names(w)
+	full := s.types[w.typ].FullState || w.wildcard
+	initial := w.req.GetResponseNonce() == ""
+	changed := initial
+	next := make(map[string]string, len(names))
+	var res []*anypb.Any
+	all := make([]*anypb.Any, 0, len(names)) // kept as what the client holds: one allocation
+	for _, n := range names {
+		e := s.resource(w.typ, &w.client, n, deps)
+		prev, had := returned[n]
+		if e.exists() {
+			all = append(all, e.any)
+			if prev != e.version {
+				changed = true
+				res = append(res, e.any)
+			}
+		} else if full && had && prev != absent {
+			changed = true // deleted
+		} else if full && !had {
+			changed = true // asked for, does not exist: say so at once
+		}
+		if e.exists() || full {
+			next[n] = e.version
+		} else if had {
+			next[n] = prev
+		}
+	}
+	if w.wildcard {
+		for n := range returned {
+			if _, ok := next[n]; !ok {
+				changed = true // gone from the wildcard set
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if full || initial {
+		res = all
+	}
+	return &sotwResponse{
+		req: w.req,
+		out: &discovery.DiscoveryResponse{
+			VersionInfo: s.nextVersion(),
+			Resources:   res,
+			TypeUrl:     w.req.GetTypeUrl(),
+		},
+		returned: next,
+		change:   change,
+		holds:    all,
+	}
+}

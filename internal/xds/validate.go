@@ -1,0 +1,137 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// validator is what the envoy protos' generated validation offers.
+type validator interface{ ValidateAll() error }
+
+// Validate runs the envoy protos' field rules on a generated resource and
+// on the messages inside its Any fields, which ValidateAll does not look
+// into: a listener's HttpConnectionManagers, a cluster's upstream HTTP
+// protocol options. A listener is also held to what grpc-go requires of
+// it beyond Envoy's rules (see listener_inbound.go).
+func Validate(m proto.Message) error {
+	v, ok := m.(validator)
+	if !ok {
+		return fmt.Errorf("%T has no validation", m)
+	}
+	if err := v.ValidateAll(); err != nil {
+		return err
+	}
+	switch r := m.(type) {
+	case *listener.Listener:
+		if r.GetApiListener() != nil {
+			_, err := validateHCM("api_listener", r.GetApiListener().GetApiListener())
+			return err
+		}
+		return validateServerListener(r)
+	case *cluster.Cluster:
+		return validateProtocolOptions(r.GetTypedExtensionProtocolOptions())
+	}
+	return nil
+}
+
+// validateServerListener checks a gRPC server's listener as grpc-go does
+// before it ACKs one.
+func validateServerListener(l *listener.Listener) error {
+	if l.GetAddress().GetSocketAddress() == nil {
+		return fmt.Errorf("listener %q: no socket address", l.GetName())
+	}
+	if len(l.GetListenerFilters()) > 0 || l.GetUseOriginalDst().GetValue() {
+		return fmt.Errorf("listener %q: gRPC servers take neither listener_filters nor use_original_dst", l.GetName())
+	}
+	chains := l.GetFilterChains()
+	if l.GetDefaultFilterChain() != nil {
+		chains = append(slices.Clip(chains), l.GetDefaultFilterChain())
+	}
+	if len(chains) == 0 {
+		return fmt.Errorf("listener %q: no filter chain", l.GetName())
+	}
+	for _, fc := range chains {
+		if err := validateFilterChain(fc); err != nil {
+			return fmt.Errorf("listener %q: filter chain %q: %w", l.GetName(), fc.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func validateFilterChain(fc *listener.FilterChain) error {
+	if ts := fc.GetTransportSocket(); ts != nil && ts.GetName() != "envoy.transport_sockets.tls" {
+		return fmt.Errorf("transport socket %q: gRPC servers know only envoy.transport_sockets.tls", ts.GetName())
+	}
+	if len(fc.GetFilters()) == 0 {
+		return fmt.Errorf("no network filter")
+	}
+	seen := map[string]bool{}
+	for _, f := range fc.GetFilters() {
+		if f.GetName() == "" || seen[f.GetName()] {
+			return fmt.Errorf("network filter names must be unique and not empty: %q", f.GetName())
+		}
+		seen[f.GetName()] = true
+		h, err := validateHCM("network filter "+f.GetName(), f.GetTypedConfig())
+		if err != nil {
+			return err
+		}
+		// A server fails the RPCs a forwarding route matches (UNAVAILABLE).
+		for _, vh := range h.GetRouteConfig().GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if r.GetNonForwardingAction() == nil {
+					return fmt.Errorf("network filter %s: route %q of virtual host %q: a server's routes must have non_forwarding_action", f.GetName(), r.GetName(), vh.GetName())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validateHCM checks an HttpConnectionManager held in an Any: its field
+// rules, and the router filter last, each filter with a typed_config, as
+// gRPC clients and servers require.
+func validateHCM(where string, a *anypb.Any) (*hcm.HttpConnectionManager, error) {
+	h := &hcm.HttpConnectionManager{}
+	if err := a.UnmarshalTo(h); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := h.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	fs := h.GetHttpFilters()
+	if len(fs) == 0 || fs[len(fs)-1].GetName() != routerFilter.GetName() {
+		return nil, fmt.Errorf("%s: http_filters must end with the router", where)
+	}
+	for _, f := range fs {
+		if f.GetTypedConfig() == nil {
+			return nil, fmt.Errorf("%s: http filter %q has no typed_config", where, f.GetName())
+		}
+	}
+	return h, nil
+}
+
+// validateProtocolOptions checks a cluster's typed_extension_protocol_options:
+// Envoy picks the message type by the key (the extension's name), so the
+// only key meshpilot writes must hold that type.
+func validateProtocolOptions(opts map[string]*anypb.Any) error {
+	for key, a := range opts {
+		if key != httpProtocolOptionsKey {
+			return fmt.Errorf("typed_extension_protocol_options: unknown extension %q", key)
+		}
+		var o httpoptions.HttpProtocolOptions
+		if err := a.UnmarshalTo(&o); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%q]: %w", key, err)
+		}
+		if err := o.ValidateAll(); err != nil {
+			return fmt.Errorf("typed_extension_protocol_options[%q]: %w", key, err)
+		}
+	}
+	return nil
+}
