@@ -23,7 +23,10 @@ const (
 	// resolution, addresses and policies.
 	KindService KeyKind = iota + 1
 	// KindEndpoints is the set of a service's endpoints, with their
-	// health, locality and labels.
+	// health, locality and labels. A change of the service's definition
+	// changes this key too (a service change includes its endpoints, see
+	// push.Request), so what reads both the definition and the endpoints
+	// of a service depends on this key alone.
 	KindEndpoints
 )
 

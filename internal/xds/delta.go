@@ -25,6 +25,7 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *deltaResponse {
 	returned := w.sub.ReturnedResources()
 	names := s.names(w)
+	deps.reserve(len(names))
 	next := maps.Clone(returned)
 	if next == nil {
 		next = map[string]string{}

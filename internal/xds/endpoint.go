@@ -42,7 +42,8 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	if svc == nil || svc.Resolution == model.DNSAlias {
 		return Result{Deps: deps}
 	}
-	deps = append(deps, model.EndpointsKey(svc.Hostname))
+	// The endpoints key covers the service's definition too.
+	deps = []model.ConfigKey{model.EndpointsKey(svc.Hostname)}
 	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	byLocality := map[model.Locality]*localityGroup{}

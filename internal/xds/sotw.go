@@ -60,6 +60,7 @@ func (s *Server) names(w *watch) []string {
 func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwResponse {
 	returned := w.sub.ReturnedResources()
 	names := s.names(w)
+	deps.reserve(len(names))
 	full := s.types[w.typ].FullState || w.wildcard
 	initial := w.req.GetResponseNonce() == ""
 	changed := initial

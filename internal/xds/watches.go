@@ -158,6 +158,14 @@ func (d *depCollector) add(keys []model.ConfigKey) {
 	}
 }
 
+// reserve makes room for the keys of n resources, most of which depend
+// on one key.
+func (d *depCollector) reserve(n int) {
+	if !d.kindsOnly && d.keys == nil && n > 0 {
+		d.keys = make([]model.ConfigKey, 0, n)
+	}
+}
+
 func (d *depCollector) contains(k model.ConfigKey) bool {
 	for _, o := range d.keys {
 		if o == k {
