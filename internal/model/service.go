@@ -116,7 +116,62 @@ type Service struct {
 	// ExternalName is the DNS name a DNSAlias service points to.
 	ExternalName string            `json:"externalName,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// InternalTrafficPolicy and TrafficDistribution make the endpoints a
+	// client gets depend on where the client runs (Kubernetes
+	// spec.internalTrafficPolicy and spec.trafficDistribution).
+	InternalTrafficPolicy InternalTrafficPolicy `json:"internalTrafficPolicy,omitempty"`
+	TrafficDistribution   TrafficDistribution   `json:"trafficDistribution,omitempty"`
 }
+
+// InternalTrafficPolicy says which endpoints serve a client in the mesh.
+type InternalTrafficPolicy uint8
+
+const (
+	// InternalTrafficCluster: every endpoint (the Kubernetes default).
+	InternalTrafficCluster InternalTrafficPolicy = iota
+	// InternalTrafficLocal: only the endpoints on the client's node; a
+	// client on a node without one gets none, as kube-proxy drops its
+	// traffic.
+	InternalTrafficLocal
+)
+
+func (p InternalTrafficPolicy) String() string {
+	if p == InternalTrafficLocal {
+		return "Local"
+	}
+	return "Cluster"
+}
+
+// MarshalText lets the policy appear by name in JSON.
+func (p InternalTrafficPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// TrafficDistribution is a preference for endpoints close to the client:
+// they are preferred (priority 0) while any is there, the others take over
+// (priority 1) when none is.
+type TrafficDistribution uint8
+
+const (
+	// TrafficDistributionAny: no preference.
+	TrafficDistributionAny TrafficDistribution = iota
+	// PreferSameZone: endpoints in the client's region and zone
+	// (Kubernetes PreferSameZone, and PreferClose, its former name).
+	PreferSameZone
+	// PreferSameNode: endpoints on the client's node.
+	PreferSameNode
+)
+
+func (d TrafficDistribution) String() string {
+	switch d {
+	case PreferSameZone:
+		return "PreferSameZone"
+	case PreferSameNode:
+		return "PreferSameNode"
+	}
+	return ""
+}
+
+// MarshalText lets the preference appear by name in JSON.
+func (d TrafficDistribution) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // PortByNumber returns the port a number means: the first port with that
 // number whose protocol is not UDP. Kubernetes lets one number carry two
@@ -156,7 +211,8 @@ func (s *Service) Equal(o *Service) bool {
 	return s.Hostname == o.Hostname && s.Name == o.Name && s.Namespace == o.Namespace &&
 		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
 		slices.Equal(s.ClusterIPs, o.ClusterIPs) && s.ExternalName == o.ExternalName &&
-		maps.Equal(s.Labels, o.Labels)
+		maps.Equal(s.Labels, o.Labels) && s.InternalTrafficPolicy == o.InternalTrafficPolicy &&
+		s.TrafficDistribution == o.TrafficDistribution
 }
 
 // Locality is where a workload runs.

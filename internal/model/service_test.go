@@ -71,3 +71,33 @@ func TestPortsByNumber(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceEqual: every field that changes what clients get makes two
+// services differ, so that the store reports the change.
+func TestServiceEqual(t *testing.T) {
+	base := func() *Service {
+		return &Service{Hostname: "a.ns.svc.cluster.local", Name: "a", Namespace: "ns",
+			Ports: []Port{{Name: "grpc", Port: 80, Protocol: GRPC}}, ClusterIPs: []string{"10.0.0.1"}}
+	}
+	for _, tc := range []struct {
+		desc   string
+		change func(*Service)
+	}{
+		{"port", func(s *Service) { s.Ports[0].Port = 81 }},
+		{"resolution", func(s *Service) { s.Resolution = Passthrough }},
+		{"cluster IPs", func(s *Service) { s.ClusterIPs = nil }},
+		{"external name", func(s *Service) { s.ExternalName = "x" }},
+		{"labels", func(s *Service) { s.Labels = map[string]string{"a": "b"} }},
+		{"internal traffic policy", func(s *Service) { s.InternalTrafficPolicy = InternalTrafficLocal }},
+		{"traffic distribution", func(s *Service) { s.TrafficDistribution = PreferSameZone }},
+	} {
+		a, b := base(), base()
+		if !a.Equal(b) {
+			t.Fatal("equal services differ")
+		}
+		tc.change(b)
+		if a.Equal(b) || b.Equal(a) {
+			t.Errorf("%s: a changed service is still equal", tc.desc)
+		}
+	}
+}
