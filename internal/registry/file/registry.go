@@ -2,8 +2,9 @@
 // (Namespace, Service, EndpointSlice, Pod, Node; YAML with any number of
 // documents, or JSON) from a folder and its subfolders and serves them as
 // if they came from a cluster. Conversion is the Kubernetes registry's own
-// (kube.ConvertService, kube.BuildEndpoints, kube.ConvertWorkload), and a
-// model.Store turns every reload into the same change events.
+// (kubeconv.ConvertService, kubeconv.BuildEndpoints,
+// kubeconv.ConvertWorkload), and a model.Store turns every reload into the
+// same change events.
 //
 // The folder is watched: a saved edit is read again after a short quiet
 // period, so editors that save in bursts or by renaming a temporary file
@@ -36,7 +37,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meshpilot/meshpilot/internal/model"
-	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // Options configure a Registry.
@@ -93,8 +94,8 @@ type view struct {
 	namespaces map[string]*corev1.Namespace
 	services   map[string]*corev1.Service // "<namespace>/<name>"
 	slices     map[string][]*discoveryv1.EndpointSlice
-	pods       map[string]*kube.PodInfo // "<namespace>/<name>"
-	podsByIP   map[string][]*kube.PodInfo
+	pods       map[string]*kubeconv.PodInfo // "<namespace>/<name>"
+	podsByIP   map[string][]*kubeconv.PodInfo
 	nodes      map[string]*corev1.Node
 }
 
@@ -433,8 +434,8 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		namespaces: map[string]*corev1.Namespace{},
 		services:   map[string]*corev1.Service{},
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
-		pods:       map[string]*kube.PodInfo{},
-		podsByIP:   map[string][]*kube.PodInfo{},
+		pods:       map[string]*kubeconv.PodInfo{},
+		podsByIP:   map[string][]*kubeconv.PodInfo{},
 		nodes:      map[string]*corev1.Node{},
 	}
 	first := map[objectKey]*Object{}
@@ -485,7 +486,7 @@ func (v *view) addPod(pod *corev1.Pod) {
 		admitted.Labels = labels
 		pod = &admitted
 	}
-	info := kube.NewPodInfo(pod)
+	info := kubeconv.NewPodInfo(pod)
 	v.pods[pod.Namespace+"/"+pod.Name] = info
 	for _, ip := range info.IPs {
 		v.podsByIP[ip] = append(v.podsByIP[ip], info)
@@ -567,7 +568,7 @@ func (r *Registry) report(order []string, problems map[string][]Problem) {
 // which emits events only for real changes.
 func (r *Registry) updateModel(observed time.Time) {
 	v := r.view.Load()
-	lookup := kube.EndpointLookup{Pod: v.pod, PodByIP: v.podByIP, Node: v.node}
+	lookup := kubeconv.EndpointLookup{Pod: v.pod, PodByIP: v.podByIP, Node: v.node}
 	keep := map[model.Hostname]bool{}
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range v.services {
@@ -577,9 +578,9 @@ func (r *Registry) updateModel(observed time.Time) {
 		}
 	})
 	for _, k := range keys {
-		svc := kube.ConvertService(v.services[k], r.opts.DomainSuffix)
+		svc := kubeconv.ConvertService(v.services[k], r.opts.DomainSuffix)
 		keep[svc.Hostname] = true
-		eps := kube.BuildEndpoints(svc, v.slices[k], lookup)
+		eps := kubeconv.BuildEndpoints(svc, v.slices[k], lookup)
 		if r.store.UpdateObserved(svc, eps, observed) {
 			r.log.Debug("service updated", "service", svc.Hostname, "endpoints", len(eps))
 		}
@@ -591,16 +592,16 @@ func (r *Registry) updateModel(observed time.Time) {
 	}
 }
 
-func (v *view) pod(namespace, name string) *kube.PodInfo { return v.pods[namespace+"/"+name] }
+func (v *view) pod(namespace, name string) *kubeconv.PodInfo { return v.pods[namespace+"/"+name] }
 
-// podByIP applies the Kubernetes registry's rule (kube.PodForIP).
-func (v *view) podByIP(namespace, ip string) *kube.PodInfo {
-	return kube.PodForIP(namespace, slices.Values(v.podsByIP[ip]))
+// podByIP applies the Kubernetes registry's rule (kubeconv.PodForIP).
+func (v *view) podByIP(namespace, ip string) *kubeconv.PodInfo {
+	return kubeconv.PodForIP(namespace, slices.Values(v.podsByIP[ip]))
 }
 
 func (v *view) node(name string) *corev1.Node { return v.nodes[name] }
 
-// WorkloadByIP returns the Pod that holds ip (see kube.PodForIP; of any
+// WorkloadByIP returns the Pod that holds ip (see kubeconv.PodForIP; of any
 // namespace).
 func (r *Registry) WorkloadByIP(ip string) *model.Workload {
 	v := r.view.Load()
@@ -608,7 +609,7 @@ func (r *Registry) WorkloadByIP(ip string) *model.Workload {
 	if p == nil {
 		return nil
 	}
-	return kube.ConvertWorkload(p, v.node(p.NodeName))
+	return kubeconv.ConvertWorkload(p, v.node(p.NodeName))
 }
 
 var (

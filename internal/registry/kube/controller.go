@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // Options configure a Controller.
@@ -184,7 +185,7 @@ func stripObject(obj any) (any, error) {
 	switch obj.(type) {
 	case *corev1.Pod:
 		return StripPod(obj)
-	case *PodInfo:
+	case *kubeconv.PodInfo:
 		return obj, nil // already stripped
 	case *corev1.Node:
 		return StripNode(obj)
@@ -314,13 +315,13 @@ func (c *Controller) reconcile(key serviceKey) {
 		c.store.DeleteObserved(hostname, observed)
 		return
 	}
-	svc := ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
+	svc := kubeconv.ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
 	objs, _ := scope.slices.GetIndexer().ByIndex(indexSliceByService, key.String())
 	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
 		slices = append(slices, o.(*discoveryv1.EndpointSlice))
 	}
-	eps := BuildEndpoints(svc, slices, EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
+	eps := kubeconv.BuildEndpoints(svc, slices, kubeconv.EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
 	if c.store.UpdateObserved(svc, eps, observed) {
 		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
 	}
@@ -353,7 +354,7 @@ func (c *Controller) namespaceSelected(namespace string) bool {
 	return false
 }
 
-func (c *Controller) pod(namespace, name string) *PodInfo {
+func (c *Controller) pod(namespace, name string) *kubeconv.PodInfo {
 	scope := c.scopeFor(namespace)
 	if scope == nil {
 		return nil
@@ -362,16 +363,16 @@ func (c *Controller) pod(namespace, name string) *PodInfo {
 	if err != nil || !exists {
 		return nil
 	}
-	return obj.(*PodInfo)
+	return obj.(*kubeconv.PodInfo)
 }
 
 // podByIP applies PodForIP to the Pods cached under ip.
-func (c *Controller) podByIP(namespace, ip string) *PodInfo {
-	return PodForIP(namespace, func(yield func(*PodInfo) bool) {
+func (c *Controller) podByIP(namespace, ip string) *kubeconv.PodInfo {
+	return kubeconv.PodForIP(namespace, func(yield func(*kubeconv.PodInfo) bool) {
 		for _, scope := range c.scopes {
 			objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
 			for _, o := range objs {
-				if !yield(o.(*PodInfo)) {
+				if !yield(o.(*kubeconv.PodInfo)) {
 					return
 				}
 			}
@@ -394,7 +395,7 @@ func (c *Controller) WorkloadByIP(ip string) *model.Workload {
 	if p == nil {
 		return nil
 	}
-	return ConvertWorkload(p, c.node(p.NodeName))
+	return kubeconv.ConvertWorkload(p, c.node(p.NodeName))
 }
 
 var (

@@ -9,6 +9,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // addHandlers registers the event handlers. Each handler only finds the
@@ -82,10 +84,10 @@ func unchanged(oldObj, newObj any) bool {
 	switch o := oldObj.(type) {
 	case *corev1.Node:
 		return maps.Equal(o.Labels, newObj.(*corev1.Node).Labels)
-	case *PodInfo:
+	case *kubeconv.PodInfo:
 		// Status updates (restarts, probes, condition times) change the
 		// resourceVersion but none of what a PodInfo keeps.
-		n := newObj.(*PodInfo)
+		n := newObj.(*kubeconv.PodInfo)
 		return o.Name == n.Name && o.Namespace == n.Namespace && o.UID == n.UID &&
 			maps.Equal(o.Labels, n.Labels) && o.NodeName == n.NodeName &&
 			o.ServiceAccount == n.ServiceAccount && slices.Equal(o.IPs, n.IPs) &&
@@ -133,7 +135,7 @@ func (c *Controller) enqueueSlice(obj any) {
 // the pod gives their endpoints labels, locality and service account, and
 // it may arrive after the slice that names it.
 func (c *Controller) enqueuePod(obj any) {
-	pod, ok := obj.(*PodInfo)
+	pod, ok := obj.(*kubeconv.PodInfo)
 	if !ok {
 		return
 	}
@@ -157,7 +159,7 @@ func (c *Controller) enqueueNode(obj any) {
 		c.enqueueSlicesByRef(scope, "node:"+node.Name)
 		pods, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, "node:"+node.Name)
 		for _, p := range pods {
-			for _, ip := range p.(*PodInfo).IPs {
+			for _, ip := range p.(*kubeconv.PodInfo).IPs {
 				c.enqueueSlicesByRef(scope, "ip:"+ip)
 			}
 		}
@@ -255,7 +257,7 @@ func sliceRefIndex(obj any) ([]string, error) {
 }
 
 func podRefIndex(obj any) ([]string, error) {
-	pod, ok := obj.(*PodInfo)
+	pod, ok := obj.(*kubeconv.PodInfo)
 	if !ok {
 		return nil, nil
 	}

@@ -6,11 +6,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 func TestUnchangedUpdates(t *testing.T) {
-	pod := func(rv string, mutate func(*PodInfo)) *PodInfo {
-		p := &PodInfo{
+	pod := func(rv string, mutate func(*kubeconv.PodInfo)) *kubeconv.PodInfo {
+		p := &kubeconv.PodInfo{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: rv, Labels: map[string]string{"app": "a"}},
 			NodeName:   "n1", ServiceAccount: "sa", IPs: []string{"10.0.0.1"}, Phase: corev1.PodRunning, Ready: true,
 		}
@@ -48,17 +50,21 @@ func TestUnchangedUpdates(t *testing.T) {
 			nodeWith("1", map[string]string{"topology.istio.io/subzone": "rack1"}),
 			nodeWith("2", map[string]string{"topology.istio.io/subzone": "rack2"}), false},
 		{"pod locality label changed",
-			pod("1", func(p *PodInfo) { p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z1"} }),
-			pod("2", func(p *PodInfo) { p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z2"} }), false},
+			pod("1", func(p *kubeconv.PodInfo) {
+				p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z1"}
+			}),
+			pod("2", func(p *kubeconv.PodInfo) {
+				p.Labels = map[string]string{"app": "a", "topology.istio.io/locality": "r1.z2"}
+			}), false},
 		{"pod status churn", pod("1", nil), pod("2", nil), true},
-		{"pod labels changed", pod("1", nil), pod("2", func(p *PodInfo) { p.Labels = map[string]string{"app": "b"} }), false},
-		{"pod IP changed", pod("1", nil), pod("2", func(p *PodInfo) { p.IPs = []string{"10.0.0.2"} }), false},
-		{"pod not ready", pod("1", nil), pod("2", func(p *PodInfo) { p.Ready = false }), false},
-		{"pod finished", pod("1", nil), pod("2", func(p *PodInfo) { p.Phase = corev1.PodSucceeded }), false},
-		{"pod deleting", pod("1", nil), pod("2", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), false},
+		{"pod labels changed", pod("1", nil), pod("2", func(p *kubeconv.PodInfo) { p.Labels = map[string]string{"app": "b"} }), false},
+		{"pod IP changed", pod("1", nil), pod("2", func(p *kubeconv.PodInfo) { p.IPs = []string{"10.0.0.2"} }), false},
+		{"pod not ready", pod("1", nil), pod("2", func(p *kubeconv.PodInfo) { p.Ready = false }), false},
+		{"pod finished", pod("1", nil), pod("2", func(p *kubeconv.PodInfo) { p.Phase = corev1.PodSucceeded }), false},
+		{"pod deleting", pod("1", nil), pod("2", func(p *kubeconv.PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), false},
 		{"deleting pod's status churn",
-			pod("1", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }),
-			pod("2", func(p *PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), true},
+			pod("1", func(p *kubeconv.PodInfo) { p.DeletionTimestamp = &metav1.Time{} }),
+			pod("2", func(p *kubeconv.PodInfo) { p.DeletionTimestamp = &metav1.Time{} }), true},
 		{"tombstone", cache.DeletedFinalStateUnknown{Key: "ns/p"}, pod("2", nil), false},
 	} {
 		if got := unchanged(tc.old, tc.new); got != tc.want {

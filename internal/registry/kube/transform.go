@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // The transforms below are meant for informers' SetTransform. Informers
@@ -16,10 +18,10 @@ import (
 // (cache.DeletedFinalStateUnknown) carry an object that was transformed
 // when it entered the cache.
 
-// StripPod replaces a *corev1.Pod with a *PodInfo: name, namespace, uid,
-// labels, resourceVersion, ownerReferences, deletionTimestamp, spec.nodeName,
-// spec.serviceAccountName, the Pod's IPs, its phase and whether it is
-// Ready. A new object is built, rather than the old one trimmed, so that
+// StripPod replaces a *corev1.Pod with a *kubeconv.PodInfo: name,
+// namespace, uid, labels, resourceVersion, ownerReferences,
+// deletionTimestamp, spec.nodeName, spec.serviceAccountName, the Pod's
+// IPs, its phase and whether it is Ready. A new object is built, rather than the old one trimmed, so that
 // nothing keeps the decoded original (containers, volumes, env, managed
 // fields) reachable.
 func StripPod(obj any) (any, error) {
@@ -27,7 +29,7 @@ func StripPod(obj any) (any, error) {
 	if !ok || pod == nil {
 		return obj, nil
 	}
-	return NewPodInfo(pod), nil
+	return kubeconv.NewPodInfo(pod), nil
 }
 
 // StripNode replaces a *corev1.Node with a new Node that keeps only name,

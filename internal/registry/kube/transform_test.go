@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 var stManaged = []metav1.ManagedFieldsEntry{{
@@ -70,7 +71,7 @@ func stFullPod() *corev1.Pod {
 func TestStripPod(t *testing.T) {
 	in := stFullPod()
 	orig := in.DeepCopy()
-	want := &kube.PodInfo{
+	want := &kubeconv.PodInfo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
 			Labels:            map[string]string{"app": "web"},
@@ -88,7 +89,7 @@ func TestStripPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := out.(*kube.PodInfo)
+	got, ok := out.(*kubeconv.PodInfo)
 	if !ok {
 		t.Fatalf("StripPod returned %T", out)
 	}
@@ -112,30 +113,14 @@ func TestStripPodWithoutReadyCondition(t *testing.T) {
 	in := stFullPod()
 	in.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
 	out, _ := kube.StripPod(in)
-	if out.(*kube.PodInfo).Ready {
+	if out.(*kubeconv.PodInfo).Ready {
 		t.Error("a Pod without a Ready condition is Ready")
 	}
 	in.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 	in.Status.PodIPs = nil
 	out, _ = kube.StripPod(in)
-	if p := out.(*kube.PodInfo); p.Ready || len(p.IPs) != 1 || p.IPs[0] != "10.0.0.1" {
+	if p := out.(*kubeconv.PodInfo); p.Ready || len(p.IPs) != 1 || p.IPs[0] != "10.0.0.1" {
 		t.Errorf("not ready, podIP only: %+v", p)
-	}
-}
-
-func TestPodInfoDeepCopy(t *testing.T) {
-	p := kube.NewPodInfo(stFullPod())
-	c := p.DeepCopyObject().(*kube.PodInfo)
-	if !reflect.DeepEqual(p, c) {
-		t.Fatalf("copy differs:\n%+v\n%+v", c, p)
-	}
-	c.Labels["app"] = "changed"
-	c.IPs[0] = "10.9.9.9"
-	if p.Labels["app"] != "web" || p.IPs[0] != "10.0.0.1" {
-		t.Error("the copy shares labels or IPs with the original")
-	}
-	if kube.NewPodInfo(nil) != nil {
-		t.Error("NewPodInfo(nil) is not nil")
 	}
 }
 

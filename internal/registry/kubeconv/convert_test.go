@@ -1,4 +1,4 @@
-package kube_test
+package kubeconv_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meshpilot/meshpilot/internal/model"
-	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 const (
@@ -95,7 +95,7 @@ func TestPortProtocol(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			p := corev1.ServicePort{Name: tt.name, Port: tt.port, Protocol: tt.proto, AppProtocol: tt.appProto}
-			if got := kube.PortProtocol(p); got != tt.want {
+			if got := kubeconv.PortProtocol(p); got != tt.want {
 				t.Errorf("PortProtocol(%+v) = %s, want %s", p, got, tt.want)
 			}
 		})
@@ -124,7 +124,7 @@ func TestEndpointHealth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			c := discoveryv1.EndpointConditions{Ready: tt.ready, Serving: tt.serving, Terminating: tt.terminating}
-			if got := kube.EndpointHealth(c); got != tt.want {
+			if got := kubeconv.EndpointHealth(c); got != tt.want {
 				t.Errorf("EndpointHealth = %s, want %s", got, tt.want)
 			}
 		})
@@ -206,7 +206,7 @@ func TestLocality(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			if got := kube.Locality(kube.NewPodInfo(tt.pod), tt.node, tt.sliceZone); got != tt.want {
+			if got := kubeconv.Locality(kubeconv.NewPodInfo(tt.pod), tt.node, tt.sliceZone); got != tt.want {
 				t.Errorf("Locality = %+v, want %+v", got, tt.want)
 			}
 		})
@@ -332,7 +332,7 @@ func TestConvertService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := kube.ConvertService(tt.svc, "cluster.local")
+			got := kubeconv.ConvertService(tt.svc, "cluster.local")
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ConvertService =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -341,10 +341,10 @@ func TestConvertService(t *testing.T) {
 }
 
 func TestConvertServiceNil(t *testing.T) {
-	if got := kube.ConvertService(nil, "cluster.local"); got != nil {
+	if got := kubeconv.ConvertService(nil, "cluster.local"); got != nil {
 		t.Errorf("ConvertService(nil) = %+v, want nil", got)
 	}
-	if got := kube.ConvertService(&corev1.Service{}, ""); got == nil {
+	if got := kubeconv.ConvertService(&corev1.Service{}, ""); got == nil {
 		t.Error("ConvertService(empty) = nil, want a service")
 	}
 }
@@ -354,7 +354,7 @@ func TestConvertServiceCopies(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Labels: map[string]string{"app": "a"}},
 		Spec:       corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1"}},
 	}
-	got := kube.ConvertService(svc, "cluster.local")
+	got := kubeconv.ConvertService(svc, "cluster.local")
 	svc.Labels["app"] = "changed"
 	svc.Spec.ClusterIPs[0] = "10.9.9.9"
 	if got.Labels["app"] != "a" || got.ClusterIPs[0] != "10.0.0.1" {
@@ -380,13 +380,13 @@ func (f *cvFixture) addPod(p *corev1.Pod) *corev1.Pod {
 
 func (f *cvFixture) addNode(n *corev1.Node) { f.nodes[n.Name] = n }
 
-func (f *cvFixture) lookup() kube.EndpointLookup {
-	return kube.EndpointLookup{
-		Pod: func(ns, name string) *kube.PodInfo { return kube.NewPodInfo(f.pods[ns+"/"+name]) },
-		PodByIP: func(namespace, ip string) *kube.PodInfo {
-			return kube.PodForIP(namespace, func(yield func(*kube.PodInfo) bool) {
+func (f *cvFixture) lookup() kubeconv.EndpointLookup {
+	return kubeconv.EndpointLookup{
+		Pod: func(ns, name string) *kubeconv.PodInfo { return kubeconv.NewPodInfo(f.pods[ns+"/"+name]) },
+		PodByIP: func(namespace, ip string) *kubeconv.PodInfo {
+			return kubeconv.PodForIP(namespace, func(yield func(*kubeconv.PodInfo) bool) {
 				for _, p := range f.pods {
-					if info := kube.NewPodInfo(p); slices.Contains(info.IPs, ip) && !yield(info) {
+					if info := kubeconv.NewPodInfo(p); slices.Contains(info.IPs, ip) && !yield(info) {
 						return
 					}
 				}
@@ -461,7 +461,7 @@ func TestBuildEndpointsFull(t *testing.T) {
 			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
 		})
 
-	got := kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
 	want := []*model.Endpoint{{
 		Address: "10.0.0.1", Port: 8080, ServicePortName: "http",
 		Labels: map[string]string{
@@ -561,7 +561,7 @@ func TestBuildEndpointsPorts(t *testing.T) {
 			slice := cvSlice("s1", discoveryv1.AddressTypeIPv4, tt.slicePorts,
 				cvEndpoint(nil, true, "10.0.0.2"),
 				cvEndpoint(nil, true, "10.0.0.1"))
-			got := cvBriefs(kube.BuildEndpoints(cvService(tt.svcPorts...), []*discoveryv1.EndpointSlice{slice}, kube.EndpointLookup{}))
+			got := cvBriefs(kubeconv.BuildEndpoints(cvService(tt.svcPorts...), []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -580,7 +580,7 @@ func TestBuildEndpointsAddressTypes(t *testing.T) {
 	fqdn := cvSlice("s-fqdn", discoveryv1.AddressTypeFQDN, ports, cvEndpoint(nil, true, "db.example.com"))
 	svc := cvService(model.Port{Name: "http", Port: 80})
 
-	got := kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn, v6, v4}, f.lookup())
+	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn, v6, v4}, f.lookup())
 	want := []cvBrief{
 		{"10.0.0.1", 8080, "http", model.Healthy},
 		{"fd00::1", 8080, "http", model.Healthy},
@@ -594,7 +594,7 @@ func TestBuildEndpointsAddressTypes(t *testing.T) {
 		}
 	}
 
-	if got := kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn}, f.lookup()); len(got) != 0 {
+	if got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn}, f.lookup()); len(got) != 0 {
 		t.Errorf("FQDN slice produced endpoints: %+v", cvDeref(got))
 	}
 }
@@ -698,10 +698,10 @@ func TestBuildEndpointsMerge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			forward := kube.BuildEndpoints(svc, tt.slices, kube.EndpointLookup{})
+			forward := kubeconv.BuildEndpoints(svc, tt.slices, kubeconv.EndpointLookup{})
 			reversed := slices.Clone(tt.slices)
 			slices.Reverse(reversed)
-			backward := kube.BuildEndpoints(svc, reversed, kube.EndpointLookup{})
+			backward := kubeconv.BuildEndpoints(svc, reversed, kubeconv.EndpointLookup{})
 
 			if got := cvBriefs(forward); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
@@ -754,7 +754,7 @@ func TestBuildEndpointsStaleTargetPort(t *testing.T) {
 				cvCreated(cvSlice(tc.newName, discoveryv1.AddressTypeIPv4, newPorts, cvEndpoint(nil, tc.newReady, "10.0.0.1")), tc.newCreated),
 			}
 			for range 2 {
-				got := kube.BuildEndpoints(svc, in, kube.EndpointLookup{})
+				got := kubeconv.BuildEndpoints(svc, in, kubeconv.EndpointLookup{})
 				if len(got) != 1 || fmt.Sprintf("%s:%d", got[0].Address, got[0].Port) != tc.wantEndpoint || got[0].Health != tc.wantHealth {
 					t.Fatalf("got %+v, want one endpoint %s %v", cvBriefs(got), tc.wantEndpoint, tc.wantHealth)
 				}
@@ -790,7 +790,7 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 
 	tests := []struct {
 		desc   string
-		lookup kube.EndpointLookup
+		lookup kubeconv.EndpointLookup
 		ep     discoveryv1.Endpoint
 		want   model.Endpoint
 	}{
@@ -845,7 +845,7 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 		},
 		{
 			desc:   "pod by IP when only PodByIP is given and it is the referenced pod",
-			lookup: kube.EndpointLookup{PodByIP: f.lookup().PodByIP},
+			lookup: kubeconv.EndpointLookup{PodByIP: f.lookup().PodByIP},
 			ep:     discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: cvPodRef("known"), Zone: new("z-slice")},
 			want: model.Endpoint{
 				Labels:   map[string]string{"app": "known", cvLabelZone: "z-slice"},
@@ -916,7 +916,7 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 		},
 		{
 			desc:   "no lookups at all",
-			lookup: kube.EndpointLookup{},
+			lookup: kubeconv.EndpointLookup{},
 			ep: discoveryv1.Endpoint{
 				Addresses: []string{"10.0.0.1"}, TargetRef: cvPodRef("known"),
 				NodeName: new("node-a"), Zone: new("z1"),
@@ -931,7 +931,7 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			slice := cvSlice("s", discoveryv1.AddressTypeIPv4, ports, tt.ep)
-			got := kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, tt.lookup)
+			got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, tt.lookup)
 			if len(got) != 1 {
 				t.Fatalf("got %d endpoints, want 1", len(got))
 			}
@@ -955,7 +955,7 @@ func TestBuildEndpointsSkipsNodeLookupForPinnedPods(t *testing.T) {
 		f.addPod(cvPod("ns", "pinned", "10.0.0.4", "node-a", map[string]string{label: "r9.z9"}))
 		slice := cvSlice("s", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 8080)},
 			cvEndpoint(cvPodRef("pinned"), true, "10.0.0.4"))
-		got := kube.BuildEndpoints(cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
+		got := kubeconv.BuildEndpoints(cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
 		if f.nodeLookups != 0 {
 			t.Errorf("%s: looked up the node %d times for a pod whose label decides", label, f.nodeLookups)
 		}
@@ -972,7 +972,7 @@ func TestBuildEndpointsSharesLabelsAcrossPorts(t *testing.T) {
 		[]discoveryv1.EndpointPort{cvPort(new("http"), 8080), cvPort(new("grpc"), 9090)},
 		cvEndpoint(cvPodRef("p"), true, "10.0.0.1"))
 	svc := cvService(model.Port{Name: "http", Port: 80}, model.Port{Name: "grpc", Port: 90})
-	got := kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
 	if len(got) != 2 {
 		t.Fatalf("got %d endpoints, want 2", len(got))
 	}
@@ -996,7 +996,7 @@ func TestBuildEndpointsOrderAndHealth(t *testing.T) {
 			Ready: new(false), Serving: new(true), Terminating: new(true),
 		}},
 	)
-	got := cvBriefs(kube.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, kube.EndpointLookup{}))
+	got := cvBriefs(kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
 	want := []cvBrief{
 		{"10.0.0.1", 1000, "a-port", model.Unhealthy},
 		{"10.0.0.2", 1000, "a-port", model.Draining},
@@ -1021,19 +1021,19 @@ func TestBuildEndpointsNoEndpoints(t *testing.T) {
 	headless := cvService(model.Port{Name: "http", Port: 80})
 	headless.Resolution = model.Passthrough
 
-	if got := kube.BuildEndpoints(nil, slicesIn, kube.EndpointLookup{}); got != nil {
+	if got := kubeconv.BuildEndpoints(nil, slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("nil service: %+v", cvDeref(got))
 	}
-	if got := kube.BuildEndpoints(alias, slicesIn, kube.EndpointLookup{}); got != nil {
+	if got := kubeconv.BuildEndpoints(alias, slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("ExternalName service: %+v", cvDeref(got))
 	}
-	if got := kube.BuildEndpoints(cvService(), slicesIn, kube.EndpointLookup{}); got != nil {
+	if got := kubeconv.BuildEndpoints(cvService(), slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("service without ports: %+v", cvDeref(got))
 	}
-	if got := kube.BuildEndpoints(headless, slicesIn, kube.EndpointLookup{}); len(got) != 1 {
+	if got := kubeconv.BuildEndpoints(headless, slicesIn, kubeconv.EndpointLookup{}); len(got) != 1 {
 		t.Errorf("headless service got %d endpoints, want 1", len(got))
 	}
-	if got := kube.BuildEndpoints(headless, nil, kube.EndpointLookup{}); len(got) != 0 {
+	if got := kubeconv.BuildEndpoints(headless, nil, kubeconv.EndpointLookup{}); len(got) != 0 {
 		t.Errorf("no slices: %+v", cvDeref(got))
 	}
 }
@@ -1073,14 +1073,14 @@ func TestConvertWorkload(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := kube.ConvertWorkload(kube.NewPodInfo(tt.pod), tt.node)
+			got := kubeconv.ConvertWorkload(kubeconv.NewPodInfo(tt.pod), tt.node)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
 
-	w := kube.ConvertWorkload(kube.NewPodInfo(dual), node)
+	w := kubeconv.ConvertWorkload(kubeconv.NewPodInfo(dual), node)
 	dual.Labels["app"] = "changed"
 	if w.Labels["app"] != "a" {
 		t.Error("workload labels alias the Pod's labels")
@@ -1105,7 +1105,7 @@ func BenchmarkConvertService(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if kube.ConvertService(svc, "cluster.local") == nil {
+		if kubeconv.ConvertService(svc, "cluster.local") == nil {
 			b.Fatal("nil")
 		}
 	}
@@ -1116,7 +1116,7 @@ func BenchmarkConvertService(b *testing.B) {
 // lookups do not allocate, so the figures are BuildEndpoints' own.
 func BenchmarkBuildEndpoints(b *testing.B) {
 	type podKey struct{ ns, name string }
-	pods := map[podKey]*kube.PodInfo{}
+	pods := map[podKey]*kubeconv.PodInfo{}
 	nodes := map[string]*corev1.Node{}
 	for i := range 10 {
 		name := fmt.Sprintf("node-%d", i)
@@ -1130,7 +1130,7 @@ func BenchmarkBuildEndpoints(b *testing.B) {
 			name := fmt.Sprintf("web-%d-%d", s, i)
 			ip := fmt.Sprintf("10.%d.%d.%d", s, i/250, i%250+1)
 			node := fmt.Sprintf("node-%d", i%10)
-			pods[podKey{"ns", name}] = kube.NewPodInfo(cvPod("ns", name, ip, node, map[string]string{
+			pods[podKey{"ns", name}] = kubeconv.NewPodInfo(cvPod("ns", name, ip, node, map[string]string{
 				"app": "web", "version": "v1", "pod-template-hash": "abc123",
 			}))
 			eps = append(eps, discoveryv1.Endpoint{
@@ -1143,13 +1143,13 @@ func BenchmarkBuildEndpoints(b *testing.B) {
 		in = append(in, cvSlice(fmt.Sprintf("svc-%d", s), discoveryv1.AddressTypeIPv4, ports, eps...))
 	}
 	svc := cvService(model.Port{Name: "http", Port: 80}, model.Port{Name: "grpc", Port: 90})
-	lookup := kube.EndpointLookup{
-		Pod:  func(ns, name string) *kube.PodInfo { return pods[podKey{ns, name}] },
+	lookup := kubeconv.EndpointLookup{
+		Pod:  func(ns, name string) *kubeconv.PodInfo { return pods[podKey{ns, name}] },
 		Node: func(name string) *corev1.Node { return nodes[name] },
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if got := kube.BuildEndpoints(svc, in, lookup); len(got) != 600 {
+		if got := kubeconv.BuildEndpoints(svc, in, lookup); len(got) != 600 {
 			b.Fatalf("got %d endpoints, want 600", len(got))
 		}
 	}

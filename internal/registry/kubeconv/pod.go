@@ -1,4 +1,4 @@
-package kube
+package kubeconv
 
 import (
 	"cmp"
@@ -10,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// PodInfo is the part of a Pod that meshpilot reads. The Pod informer
-// caches PodInfo instead of corev1.Pod (see StripPod): a corev1.Pod struct
-// takes 1.2 KiB before any of its contents, a PodInfo about 300 bytes, and
-// a cluster has more Pods than anything else we watch.
+// PodInfo is the part of a Pod that meshpilot reads. The Kubernetes
+// registry's Pod informer caches PodInfo instead of corev1.Pod (its
+// StripPod transform): a corev1.Pod struct takes 1.2 KiB before any of its
+// contents, a PodInfo about 300 bytes, and a cluster has more Pods than
+// anything else we watch.
 //
 // A PodInfo in a cache is shared: never modify one.
 type PodInfo struct {

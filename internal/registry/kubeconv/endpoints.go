@@ -1,206 +1,15 @@
-package kube
+package kubeconv
 
 import (
 	"cmp"
-	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
-
-// Where a locality comes from, in Istio's order (its controller's
-// getPodLocality): the Pod's own label, then its Node's labels.
-const (
-	// localityPodLabel lets a Pod override the locality its Node reports;
-	// label values cannot hold "/", hence "region.zone.subzone".
-	localityPodLabel = "topology.istio.io/locality"
-	// legacyLocalityPodLabel is the older name of localityPodLabel, still
-	// read when the new one is absent.
-	legacyLocalityPodLabel = "istio-locality"
-	// subzoneNodeLabel is Istio's: Kubernetes has no subzone label.
-	subzoneNodeLabel = "topology.istio.io/subzone"
-)
-
-// podLocalityLabel returns the Pod's locality override, "" for none. Like
-// Istio's GetLocalityLabel, the newer label is taken whenever it is
-// present, even empty, and then the older one is not read.
-func podLocalityLabel(pod *PodInfo) string {
-	if pod == nil {
-		return ""
-	}
-	if v, ok := pod.Labels[localityPodLabel]; ok {
-		return v
-	}
-	return pod.Labels[legacyLocalityPodLabel]
-}
-
-// nodeLocality reads a Node's topology labels. Clusters older than
-// Kubernetes 1.17, and some providers still, set only the deprecated
-// failure-domain labels; as in Istio, each GA label falls back to its
-// deprecated twin when empty.
-func nodeLocality(node *corev1.Node) model.Locality {
-	if node == nil {
-		return model.Locality{}
-	}
-	return model.Locality{
-		Region:  cmp.Or(node.Labels[corev1.LabelTopologyRegion], node.Labels[corev1.LabelFailureDomainBetaRegion]),
-		Zone:    cmp.Or(node.Labels[corev1.LabelTopologyZone], node.Labels[corev1.LabelFailureDomainBetaZone]),
-		Subzone: node.Labels[subzoneNodeLabel],
-	}
-}
-
-// ConvertService converts a Service; it never returns nil for a non-nil
-// svc. The result shares nothing with svc, so later changes to the
-// informer's object cannot reach the model.
-func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
-	if svc == nil {
-		return nil
-	}
-	out := &model.Service{
-		Hostname:   model.ServiceHostname(svc.Name, svc.Namespace, domainSuffix),
-		Name:       svc.Name,
-		Namespace:  svc.Namespace,
-		Resolution: model.ClientSideLB,
-		Labels:     maps.Clone(svc.Labels),
-	}
-	if len(svc.Spec.Ports) > 0 {
-		out.Ports = make([]model.Port, 0, len(svc.Spec.Ports))
-		for _, p := range svc.Spec.Ports {
-			out.Ports = append(out.Ports, convertServicePort(p))
-		}
-	}
-
-	switch {
-	case svc.Spec.Type == corev1.ServiceTypeExternalName:
-		// An alias has no virtual IP of its own, whatever clusterIP a
-		// hand-written manifest carries.
-		out.Resolution = model.DNSAlias
-		out.ExternalName = svc.Spec.ExternalName
-		return out
-	case svc.Spec.ClusterIP == corev1.ClusterIPNone ||
-		(len(svc.Spec.ClusterIPs) > 0 && svc.Spec.ClusterIPs[0] == corev1.ClusterIPNone):
-		out.Resolution = model.Passthrough
-		return out
-	}
-
-	// clusterIPs is authoritative on current API servers; clusterIP alone
-	// comes from older servers and hand-written manifests.
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
-	}
-	for _, ip := range ips {
-		if ip != "" && ip != corev1.ClusterIPNone {
-			out.ClusterIPs = append(out.ClusterIPs, ip)
-		}
-	}
-	return out
-}
-
-func convertServicePort(p corev1.ServicePort) model.Port {
-	out := model.Port{Name: p.Name, Port: p.Port, Protocol: PortProtocol(p)}
-	switch tp := p.TargetPort; {
-	case tp.Type == intstr.String && tp.StrVal != "":
-		// The API server and the file registry reject numeric strings; a
-		// fake or older client might still hand one over, and "8080"
-		// plainly means a number.
-		if n, err := strconv.ParseInt(tp.StrVal, 10, 32); err == nil && n > 0 && n <= 65535 {
-			out.TargetPort = int32(n)
-		} else {
-			out.TargetPortName = tp.StrVal
-		}
-	case tp.Type == intstr.Int && tp.IntVal != 0:
-		out.TargetPort = tp.IntVal
-	default:
-		// Unset: Kubernetes defaults the target port to the port.
-		out.TargetPort = p.Port
-	}
-	return out
-}
-
-// Ports Istio treats as TCP when nothing names their protocol: detection
-// waits for the client's first bytes, and servers on these ports (SMTP,
-// DNS, MySQL, MongoDB) are known to break under it.
-func isWellKnownTCPPort(port int32) bool {
-	switch port {
-	case 25, 53, 3306, 27017:
-		return true
-	}
-	return false
-}
-
-// PortProtocol applies the protocol rules of DESIGN.md to one service port,
-// exactly as Istio does, so that a Service annotated for Istio means the
-// same thing here.
-func PortProtocol(p corev1.ServicePort) model.Protocol {
-	if p.Protocol == corev1.ProtocolUDP {
-		return model.UDP
-	}
-	name := p.Name
-	if p.AppProtocol != nil {
-		// Istio lets appProtocol replace the name entirely: a port named
-		// "http-x" with an unknown appProtocol is not HTTP.
-		name = *p.AppProtocol
-		switch name {
-		case "kubernetes.io/h2c":
-			return model.HTTP2
-		case "kubernetes.io/ws":
-			return model.HTTP
-		case "kubernetes.io/wss":
-			return model.HTTPS
-		}
-	}
-	// grpc-web contains the separator, so it must be recognised before the
-	// name is cut at the first dash. Istio matches it as a prefix.
-	const grpcWeb = "grpc-web"
-	if len(name) >= len(grpcWeb) && strings.EqualFold(name[:len(grpcWeb)], grpcWeb) {
-		return model.GRPCWeb
-	}
-	if i := strings.IndexByte(name, '-'); i >= 0 {
-		name = name[:i]
-	}
-	if proto := parseProtocolName(name); proto != model.Unsupported {
-		return proto
-	}
-	if isWellKnownTCPPort(p.Port) {
-		return model.TCP
-	}
-	return model.Unsupported
-}
-
-func parseProtocolName(name string) model.Protocol {
-	switch strings.ToLower(name) {
-	case "http":
-		return model.HTTP
-	case "http2":
-		return model.HTTP2
-	case "https":
-		return model.HTTPS
-	case "grpc":
-		return model.GRPC
-	case "tcp":
-		return model.TCP
-	case "tls":
-		return model.TLS
-	case "mongo":
-		return model.Mongo
-	case "mysql":
-		return model.MySQL
-	case "redis":
-		return model.Redis
-	case "udp":
-		return model.UDP
-	case "http_proxy":
-		return model.HTTPProxy
-	}
-	return model.Unsupported
-}
 
 // EndpointHealth: ready (nil counts as ready) is Healthy; not ready but
 // serving and terminating is Draining; anything else is Unhealthy. Nil
@@ -228,49 +37,6 @@ func healthRank(h model.Health) int {
 		return 1
 	}
 	return 2
-}
-
-// Locality says where a Pod runs: the Pod's "topology.istio.io/locality"
-// label, else its "istio-locality" label (region.zone.subzone), then the
-// Node's topology labels (see nodeLocality), then sliceZone (the
-// EndpointSlice's view, used when neither Pod nor Node says). Any argument
-// may be nil.
-func Locality(pod *PodInfo, node *corev1.Node, sliceZone *string) model.Locality {
-	if v := podLocalityLabel(pod); v != "" {
-		return model.ParseLocality(v)
-	}
-	if l := nodeLocality(node); l != (model.Locality{}) {
-		return l
-	}
-	if sliceZone != nil {
-		return model.Locality{Zone: *sliceZone}
-	}
-	return model.Locality{}
-}
-
-// endpointLabels merges the Pod's labels with the locality labels, so that
-// selectors written against topology labels match even when the locality
-// came from the Node or the Pod's override label rather than the Pod.
-func endpointLabels(pod *PodInfo, l model.Locality) map[string]string {
-	var podLabels map[string]string
-	if pod != nil {
-		podLabels = pod.Labels
-	}
-	if len(podLabels) == 0 && l == (model.Locality{}) {
-		return nil
-	}
-	out := make(map[string]string, len(podLabels)+3)
-	maps.Copy(out, podLabels)
-	if l.Region != "" {
-		out[corev1.LabelTopologyRegion] = l.Region
-	}
-	if l.Zone != "" {
-		out[corev1.LabelTopologyZone] = l.Zone
-	}
-	if l.Subzone != "" {
-		out[subzoneNodeLabel] = l.Subzone
-	}
-	return out
 }
 
 // EndpointLookup finds the objects an endpoint refers to. Any func may be
@@ -509,20 +275,4 @@ func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *disco
 	out.Locality = Locality(pod, node, e.Zone)
 	out.Labels = endpointLabels(pod, out.Locality)
 	return out
-}
-
-// ConvertWorkload describes a Pod (node may be nil) as a model.Workload.
-func ConvertWorkload(pod *PodInfo, node *corev1.Node) *model.Workload {
-	if pod == nil {
-		return nil
-	}
-	return &model.Workload{
-		Name:           pod.Name,
-		Namespace:      pod.Namespace,
-		Addresses:      slices.Clone(pod.IPs),
-		Labels:         maps.Clone(pod.Labels),
-		Locality:       Locality(pod, node, nil),
-		NodeName:       pod.NodeName,
-		ServiceAccount: pod.ServiceAccount,
-	}
 }
