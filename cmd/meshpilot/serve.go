@@ -15,6 +15,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
@@ -101,7 +102,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		if err != nil {
 			return err
 		}
-		return serveRegistry(ctx, log, reg, f, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -130,14 +131,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveRegistry(ctx, log, reg, f, m)
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, f, m)
 }
 
-// serveRegistry serves reg; m, when not nil, holds metrics the registry
-// already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, reg model.Controller, f serveFlags, m *metrics.Metrics) error {
+// serveRegistry serves the registry of source; m, when not nil, holds
+// metrics the registry already reports to.
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, f serveFlags, m *metrics.Metrics) error {
 	srv, err := server.New(server.Options{
-		Registry:     reg,
+		Sources:      []aggregate.Source{source},
 		DomainSuffix: f.domainSuffix,
 		XDSAddr:      f.xdsAddr,
 		HTTPAddr:     f.httpAddr,

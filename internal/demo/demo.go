@@ -32,6 +32,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/bootstrap"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
@@ -93,7 +94,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	})
 	srv, err := server.New(server.Options{
-		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Sources: []aggregate.Source{{Name: "files", Controller: reg}},
+		XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		Debounce: push.Options{LeadingEdge: true}, Logger: o.Logger,
 	})
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package server assembles meshpilot: a registry that fills the model, the
-// debouncer, the xDS server on gRPC and the HTTP port. The serve command,
+// Package server assembles meshpilot: the registries that fill the model,
+// through one aggregate, the debouncer, the xDS server on gRPC and the HTTP
+// port. The serve command,
 // the demo and tests start meshpilot through it.
 package server
 
@@ -25,13 +26,16 @@ import (
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Registry fills the model. Required.
-	Registry model.Controller
+	// Sources are the registries that fill the model, by precedence: the
+	// server serves their aggregate (see package aggregate for how the
+	// sources' services merge). At least one.
+	Sources []aggregate.Source
 	// DomainSuffix of hostnames; "cluster.local" when empty.
 	DomainSuffix string
 	// XDSAddr is the gRPC listen address, e.g. ":15010".
@@ -73,7 +77,9 @@ const DefaultMaxConnectionAgeGrace = 10 * time.Second
 // Server is a running meshpilot. Its addresses are known once New returns
 // (listeners are bound there), so callers may pass ":0".
 type Server struct {
-	opts     Options
+	opts Options
+	// registry is the aggregate of Options.Sources.
+	registry *aggregate.Controller
 	log      *slog.Logger
 	xds      *xds.Server
 	grpc     *grpc.Server
@@ -92,8 +98,9 @@ type Server struct {
 
 // New binds the listeners and builds the server; Run serves.
 func New(opts Options) (*Server, error) {
-	if opts.Registry == nil {
-		return nil, errors.New("server: no registry")
+	registry, err := aggregate.New(aggregate.Options{Sources: opts.Sources})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -101,18 +108,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	s := &Server{opts: opts, registry: registry, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
-		Discovery:    opts.Registry,
+		Discovery:    registry,
 		DomainSuffix: opts.DomainSuffix,
 		Ready:        s.ready,
 		Logger:       opts.Logger,
 		Observer:     opts.Metrics,
 	})
-	s.metrics.WatchRegistry(registrySizes(opts.Registry))
+	s.metrics.WatchRegistry(registry.Len)
 	s.metrics.WatchClients(s.xds.ClientCounts)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
-	opts.Registry.AppendEventHandler(s.onEvent)
+	registry.AppendEventHandler(s.onEvent)
 
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(100000),
@@ -142,7 +149,6 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpcOpts...)
 	s.xds.Register(s.grpc)
 
-	var err error
 	if s.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
 		return nil, fmt.Errorf("listening for xDS on %s: %w", opts.XDSAddr, err)
 	}
@@ -157,32 +163,15 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("listening for debug pages on %s: %w", opts.DebugAddr, err)
 		}
 		mux := http.NewServeMux()
-		debug.Register(mux, debug.Options{Discovery: opts.Registry, XDS: s.xds})
+		debug.Register(mux, debug.Options{Discovery: registry, XDS: s.xds})
 		s.debugHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
-// registrySizes counts the model: through the store's Len when the
-// registry has one, else service by service.
-func registrySizes(r model.Controller) metrics.Sizes {
-	if l, ok := r.(interface{ Len() (int, int) }); ok {
-		return l.Len
-	}
-	return func() (services, endpoints int) {
-		svcs := r.Services()
-		for _, s := range svcs {
-			for _, p := range s.Ports {
-				endpoints += len(r.Endpoints(s.Hostname, p.Port, nil))
-			}
-		}
-		return len(svcs), endpoints
-	}
-}
-
 // ready: the model is complete and the server is not draining.
-func (s *Server) ready() bool { return s.opts.Registry.HasSynced() && !s.draining.Load() }
+func (s *Server) ready() bool { return s.registry.HasSynced() && !s.draining.Load() }
 
 // DebugAddr is the address of the debug port; empty when the debug pages
 // are served on the HTTP port.
@@ -192,6 +181,10 @@ func (s *Server) DebugAddr() string {
 	}
 	return s.debugLis.Addr().String()
 }
+
+// Registry returns the aggregate of the sources: the model the server
+// serves.
+func (s *Server) Registry() *aggregate.Controller { return s.registry }
 
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
@@ -215,7 +208,7 @@ func (s *Server) httpHandler() http.Handler {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		if !s.opts.Registry.HasSynced() {
+		if !s.registry.HasSynced() {
 			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
 			return
 		}
@@ -223,7 +216,7 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	if s.debugHTTP == nil {
-		debug.Register(mux, debug.Options{Discovery: s.opts.Registry, XDS: s.xds})
+		debug.Register(mux, debug.Options{Discovery: s.registry, XDS: s.xds})
 	}
 	rest := s.xds.RESTHandler()
 	mux.Handle("/v3/discovery:clusters", rest)
@@ -238,7 +231,7 @@ func (s *Server) onEvent(ev model.Event) {
 	// client has seen: streams and REST requests are refused until it is
 	// complete, and resources are generated on request. Pushing them would
 	// only hold back the first real change behind a debounce window.
-	if !s.opts.Registry.HasSynced() {
+	if !s.registry.HasSynced() {
 		return
 	}
 	switch ev.Kind {
@@ -272,7 +265,7 @@ func (s *Server) Run(ctx context.Context) error {
 	errs := make(chan error, 4)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := s.opts.Registry.Run(runCtx); err != nil {
+		if err := s.registry.Run(runCtx); err != nil {
 			errs <- fmt.Errorf("registry: %w", err)
 		}
 	})

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -37,6 +38,11 @@ type storeRegistry struct {
 }
 
 func (r *storeRegistry) HasSynced() bool { return r.synced.Load() }
+
+// sources makes r the server's only source.
+func (r *storeRegistry) sources() []aggregate.Source {
+	return []aggregate.Source{{Name: "store", Controller: r}}
+}
 
 func newRegistry() *storeRegistry {
 	r := &storeRegistry{Store: model.NewStore()}
@@ -79,7 +85,7 @@ func get(t *testing.T, url string) int {
 
 func TestReadyzFollowsTheRegistry(t *testing.T) {
 	reg := newRegistry()
-	s := start(t, Options{Registry: reg})
+	s := start(t, Options{Sources: reg.sources()})
 	base := "http://" + s.HTTPAddr()
 	if c := get(t, base+"/healthz"); c != http.StatusOK {
 		t.Fatalf("/healthz = %d", c)
@@ -134,7 +140,7 @@ func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 	t.Run("TLS", func(t *testing.T) {
 		reg := newRegistry()
 		reg.synced.Store(true)
-		s := start(t, Options{Registry: reg, XDSCert: serverCert, XDSKey: serverKey})
+		s := start(t, Options{Sources: reg.sources(), XDSCert: serverCert, XDSKey: serverKey})
 		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr()))
 		if err != nil || len(resp.Resources) != 1 {
 			t.Fatalf("over TLS: %v, %v", resp, err)
@@ -151,7 +157,7 @@ func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 	t.Run("mTLS", func(t *testing.T) {
 		reg := newRegistry()
 		reg.synced.Store(true)
-		s := start(t, Options{Registry: reg, XDSCert: serverCert, XDSKey: serverKey, XDSClientCA: caFile})
+		s := start(t, Options{Sources: reg.sources(), XDSCert: serverCert, XDSKey: serverKey, XDSClientCA: caFile})
 		if _, err := fetchListener(ctx, dialTLS(s.XDSAddr())); err == nil {
 			t.Fatal("a client without a certificate was served under mTLS")
 		}
@@ -184,7 +190,7 @@ func TestBadTLSFilesAreClearErrors(t *testing.T) {
 		{"client CA not PEM", Options{XDSCert: cert, XDSKey: key, XDSClientCA: notPEM}, "ca.pem holds no PEM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Registry = newRegistry()
+			tc.opts.Sources = newRegistry().sources()
 			tc.opts.XDSAddr, tc.opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 			_, err := New(tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -200,7 +206,7 @@ func TestAddressInUseIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = New(Options{Registry: newRegistry(), XDSAddr: l.Addr().String(), HTTPAddr: "127.0.0.1:0"})
+	_, err = New(Options{Sources: newRegistry().sources(), XDSAddr: l.Addr().String(), HTTPAddr: "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) {
 		t.Fatalf("err = %v, want one naming %s", err, l.Addr())
 	}

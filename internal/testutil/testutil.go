@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
 
@@ -111,7 +113,8 @@ func AwaitHTTP(t testing.TB, url string, code int) {
 func RunServer(t testing.TB, reg model.Controller, log *slog.Logger) *server.Server {
 	t.Helper()
 	srv, err := server.New(server.Options{
-		Registry: reg, XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Sources: []aggregate.Source{{Name: fmt.Sprintf("%T", reg), Controller: reg}},
+		XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		Debounce: push.Options{LeadingEdge: true}, Logger: log,
 	})
 	if err != nil {

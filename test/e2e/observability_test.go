@@ -30,6 +30,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -56,7 +57,8 @@ func startObserved(t *testing.T, ns string, o server.Options) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Registry, o.Metrics, o.Logger = reg, m, log
+	o.Sources = []aggregate.Source{{Name: "kubernetes", Controller: reg}}
+	o.Metrics, o.Logger = m, log
 	o.XDSAddr, o.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	srv, err := server.New(o)
 	if err != nil {
