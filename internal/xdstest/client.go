@@ -66,20 +66,24 @@ type Client struct {
 	// mu guards types, queue, changed and err. It is never held while
 	// sending or receiving; when both are taken, sendMu comes first.
 	mu    sync.Mutex
-	types map[string]*typeState
-	queue []*Response // read by the receive loop, not yet taken by Next
-	// changed is closed and replaced whenever what the client holds, or
-	// the stream's end, changes; Await waits on it.
+	types []*typeState // a handful: a slice is smaller and as quick as a map
+	queue []*Response  // read by the receive loop, not yet taken by Next
+	// changed, made by Await, is closed whenever what the client holds,
+	// or the stream's end, changes (and made again by the next Await):
+	// a client nobody waits on allocates nothing per response.
 	changed chan struct{}
 	err     error
 }
 
 // typeState is what a Client knows of one type URL.
 type typeState struct {
-	subs      []string // subscribed names, in the order first subscribed
-	requested bool     // a request of this type went out
-	acked     string   // version of the last ACKed response
-	nonce     string   // nonce of the last response received
+	typeURL string
+	// subs are the subscribed names, in the order first subscribed. A
+	// slice set here is never modified, so requests share it.
+	subs      []string
+	requested bool   // a request of this type went out
+	acked     string // version of the last ACKed response
+	nonce     string // nonce of the last response received
 	held      map[string]Resource
 }
 
@@ -93,8 +97,7 @@ func Open(ctx context.Context, cc grpc.ClientConnInterface, o Options) (*Client,
 		return nil, errors.New("xdstest: Options.Node is required")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Client{opts: o, cancel: cancel, notify: make(chan struct{}, 1), done: make(chan struct{}),
-		types: map[string]*typeState{}, changed: make(chan struct{})}
+	c := &Client{opts: o, cancel: cancel, notify: make(chan struct{}, 1), done: make(chan struct{})}
 	ads := discovery.NewAggregatedDiscoveryServiceClient(cc)
 	var err error
 	if o.Delta {
@@ -145,16 +148,20 @@ func (c *Client) end(err error) error {
 
 // changedLocked wakes Await. Called with mu held.
 func (c *Client) changedLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 func (c *Client) state(typeURL string) *typeState {
-	st := c.types[typeURL]
-	if st == nil {
-		st = &typeState{held: map[string]Resource{}}
-		c.types[typeURL] = st
+	for _, st := range c.types {
+		if st.typeURL == typeURL {
+			return st
+		}
 	}
+	st := &typeState{typeURL: typeURL}
+	c.types = append(c.types, st)
 	return st
 }
 
@@ -195,25 +202,34 @@ func (c *Client) run() {
 // comes or the stream ends. Only for a paused client; it neither ACKs nor
 // queues what it reads.
 func (c *Client) Receive() (*Response, error) {
-	var r *Response
+	r := &Response{}
+	if err := c.ReceiveInto(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ReceiveInto is Receive into r, whose storage it reuses (see
+// Response.Reset): for a caller that is done with one response before it
+// reads the next and should not allocate for each (meshbench's clients).
+func (c *Client) ReceiveInto(r *Response) error {
 	if c.delta != nil {
 		m, err := c.delta.Recv()
 		if err != nil {
-			return nil, c.end(err)
+			return c.end(err)
 		}
-		r = decodeDelta(m)
+		decodeDelta(r, m, time.Now())
 	} else {
 		m, err := c.sotw.Recv()
 		if err != nil {
-			return nil, c.end(err)
+			return c.end(err)
 		}
-		r = decodeSotW(m)
+		decodeSotW(r, m, time.Now())
 	}
-	r.Received = time.Now()
 	c.mu.Lock()
 	c.state(r.TypeURL).nonce = r.Nonce
 	c.mu.Unlock()
-	return r, nil
+	return nil
 }
 
 // Next returns the next response the receive loop read, waiting for one
@@ -251,13 +267,7 @@ func (c *Client) Next(ctx context.Context) (*Response, error) {
 // Names already subscribed send nothing.
 func (c *Client) Subscribe(typeURL string, names ...string) error {
 	return c.change(typeURL, func(cur []string) []string {
-		out := slices.Clone(cur)
-		for _, n := range names {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-		return out
+		return dedupe(append(slices.Clone(cur), names...))
 	})
 }
 
@@ -272,17 +282,28 @@ func (c *Client) Unsubscribe(typeURL string, names ...string) error {
 }
 
 // SetSubscription makes names the whole subscription of typeURL, in one
-// request.
+// request. The client keeps names: the caller must not modify it
+// afterwards.
 func (c *Client) SetSubscription(typeURL string, names ...string) error {
 	return c.change(typeURL, func([]string) []string {
-		var out []string
-		for _, n := range names {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
+		for i, n := range names {
+			if slices.Contains(names[:i], n) {
+				return dedupe(names)
 			}
 		}
-		return out
+		return names
 	})
+}
+
+// dedupe keeps the first of each name, in order.
+func dedupe(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (c *Client) change(typeURL string, next func(cur []string) []string) error {
@@ -317,7 +338,7 @@ func (c *Client) change(typeURL string, next func(cur []string) []string) error 
 	} else {
 		// As grpc-go does: the last ACKed version and the last nonce
 		// received, which the server needs to take the request as current.
-		req = &discovery.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: slices.Clone(subs), VersionInfo: st.acked, ResponseNonce: st.nonce}
+		req = &discovery.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: subs, VersionInfo: st.acked, ResponseNonce: st.nonce}
 	}
 	c.mu.Unlock()
 	return c.sendLocked(req)
@@ -338,7 +359,7 @@ func (c *Client) ACK(r *Response) error {
 	if c.delta != nil {
 		req = &discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeURL, ResponseNonce: r.Nonce}
 	} else {
-		req = &discovery.DiscoveryRequest{TypeUrl: r.TypeURL, ResourceNames: slices.Clone(st.subs), VersionInfo: r.Version, ResponseNonce: r.Nonce}
+		req = &discovery.DiscoveryRequest{TypeUrl: r.TypeURL, ResourceNames: st.subs, VersionInfo: r.Version, ResponseNonce: r.Nonce}
 	}
 	c.mu.Unlock()
 	return c.sendLocked(req)
@@ -356,7 +377,7 @@ func (c *Client) NACK(r *Response, detail string) error {
 	} else {
 		c.mu.Lock()
 		st := c.state(r.TypeURL)
-		req = &discovery.DiscoveryRequest{TypeUrl: r.TypeURL, ResourceNames: slices.Clone(st.subs), VersionInfo: st.acked,
+		req = &discovery.DiscoveryRequest{TypeUrl: r.TypeURL, ResourceNames: st.subs, VersionInfo: st.acked,
 			ResponseNonce: r.Nonce, ErrorDetail: nack}
 		c.mu.Unlock()
 	}
@@ -367,6 +388,9 @@ func (c *Client) NACK(r *Response, detail string) error {
 func (c *Client) apply(st *typeState, r *Response) {
 	if c.delta == nil && fullState(r.TypeURL) {
 		clear(st.held)
+	}
+	if st.held == nil {
+		st.held = map[string]Resource{}
 	}
 	for _, res := range r.Resources {
 		st.held[res.Name] = res

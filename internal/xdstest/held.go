@@ -83,6 +83,9 @@ func (c *Client) RouteConfiguration(name string) *route.RouteConfiguration {
 func (c *Client) Await(ctx context.Context, ok func() bool) error {
 	for {
 		c.mu.Lock()
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
 		changed, ended := c.changed, c.err
 		c.mu.Unlock()
 		if ok() {

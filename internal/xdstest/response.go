@@ -3,6 +3,7 @@ package xdstest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -59,6 +60,13 @@ type Resource struct {
 	Raw *anypb.Any
 }
 
+// Reset drops what r refers to and keeps its storage for ReceiveInto, so
+// that a reused response keeps nothing of the last one alive.
+func (r *Response) Reset() {
+	clear(r.Resources)
+	*r = Response{Resources: r.Resources[:0]}
+}
+
 // Names lists the names of the response's resources, in its order.
 func (r *Response) Names() []string {
 	out := make([]string, 0, len(r.Resources))
@@ -105,9 +113,10 @@ func typed[T proto.Message](res Resource, _ bool) T {
 	return m
 }
 
-func decodeSotW(m *discovery.DiscoveryResponse) *Response {
-	r := &Response{TypeURL: m.GetTypeUrl(), Version: m.GetVersionInfo(), Nonce: m.GetNonce(), SotW: m,
-		Resources: make([]Resource, 0, len(m.GetResources()))}
+// decodeSotW makes r the decoded m, read at now, reusing r's storage.
+func decodeSotW(r *Response, m *discovery.DiscoveryResponse, now time.Time) {
+	*r = Response{TypeURL: m.GetTypeUrl(), Version: m.GetVersionInfo(), Nonce: m.GetNonce(), SotW: m, Received: now,
+		Resources: slices.Grow(r.Resources[:0], len(m.GetResources()))}
 	var errs []error
 	for _, a := range m.GetResources() {
 		res, err := decode(r.TypeURL, "", a)
@@ -118,12 +127,12 @@ func decodeSotW(m *discovery.DiscoveryResponse) *Response {
 		r.Resources = append(r.Resources, res)
 	}
 	r.Err = errors.Join(errs...)
-	return r
 }
 
-func decodeDelta(m *discovery.DeltaDiscoveryResponse) *Response {
-	r := &Response{TypeURL: m.GetTypeUrl(), Version: m.GetSystemVersionInfo(), Nonce: m.GetNonce(), Delta: m,
-		Removed: m.GetRemovedResources(), Resources: make([]Resource, 0, len(m.GetResources()))}
+// decodeDelta is decodeSotW for a delta response.
+func decodeDelta(r *Response, m *discovery.DeltaDiscoveryResponse, now time.Time) {
+	*r = Response{TypeURL: m.GetTypeUrl(), Version: m.GetSystemVersionInfo(), Nonce: m.GetNonce(), Delta: m, Received: now,
+		Removed: m.GetRemovedResources(), Resources: slices.Grow(r.Resources[:0], len(m.GetResources()))}
 	var errs []error
 	for _, dr := range m.GetResources() {
 		res := Resource{Name: dr.GetName(), Version: dr.GetVersion(), Raw: dr.GetResource()}
@@ -137,7 +146,6 @@ func decodeDelta(m *discovery.DeltaDiscoveryResponse) *Response {
 		r.Resources = append(r.Resources, res)
 	}
 	r.Err = errors.Join(errs...)
-	return r
 }
 
 // decode unwraps and decodes a resource of a typeURL response; name is

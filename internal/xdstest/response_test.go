@@ -3,6 +3,7 @@ package xdstest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -42,7 +43,8 @@ func TestDecodeSotW(t *testing.T) {
 		{"unknown type", "type.googleapis.com/no.such.Type", &anypb.Any{TypeUrl: "type.googleapis.com/no.such.Type"}, "", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := decodeSotW(&discovery.DiscoveryResponse{TypeUrl: tc.typeURL, Resources: []*anypb.Any{tc.res}})
+			r := &Response{}
+			decodeSotW(r, &discovery.DiscoveryResponse{TypeUrl: tc.typeURL, Resources: []*anypb.Any{tc.res}}, time.Now())
 			res := r.Resources[0]
 			if res.Name != tc.want || (res.Message != nil) != tc.decoded || res.Raw != tc.res {
 				t.Errorf("resource %+v, want name %q, decoded %v", res, tc.want, tc.decoded)
