@@ -15,25 +15,17 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
-// Type URLs of the resources a proxyless gRPC client asks for.
-const (
-	typeListener = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	typeRoute    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-	typeCluster  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	typeEndpoint = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	typeResource = "type.googleapis.com/envoy.service.discovery.v3.Resource"
-)
-
-var typeOrder = []string{typeListener, typeRoute, typeCluster, typeEndpoint}
+// The types a proxyless gRPC client asks for, in the order it follows
+// them.
+var typeOrder = []string{resourcev3.ListenerType, resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType}
 
 func typeIndex(url string) int { return slices.Index(typeOrder, url) }
 
@@ -55,10 +47,10 @@ type clientStats struct {
 }
 
 // adsClient is one simulated proxyless gRPC client: one state-of-the-world
-// ADS stream that follows LDS -> RDS -> CDS -> EDS as grpc-go does, ACKs
-// every response and keeps, for every ClusterLoadAssignment it holds, the
-// addresses it would send requests to. All of its state belongs to its
-// receive loop.
+// ADS stream (an xdstest client, read by the client's own goroutine) that
+// follows LDS -> RDS -> CDS -> EDS as grpc-go does, ACKs every response
+// and keeps, for every ClusterLoadAssignment it holds, the addresses it
+// would send requests to. All of its state belongs to its receive loop.
 type adsClient struct {
 	id        int
 	node      *core.Node
@@ -66,9 +58,9 @@ type adsClient struct {
 	obs       observer
 	stats     *clientStats
 
-	stream   discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	sentNode bool
-	// Current subscriptions per type, sorted.
+	stream *xdstest.Client
+	// Current subscriptions per type, sorted; shared with stream, so
+	// replaced, never modified.
 	subs [4][]string
 	// What each resource points to.
 	listenerRoute map[string]string   // listener -> route configuration
@@ -84,19 +76,9 @@ type adsClient struct {
 func newADSClient(id int, ns string, listeners []string, obs observer, stats *clientStats) *adsClient {
 	ip := fmt.Sprintf("10.0.%d.%d", id/250, 1+id%250)
 	pod := fmt.Sprintf("bench-client-%d", id)
-	meta, _ := structpb.NewStruct(map[string]any{
-		"GENERATOR": "grpc",
-		"NAMESPACE": ns,
-	})
 	return &adsClient{
-		id: id,
-		node: &core.Node{
-			Id:                   fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, pod, ns, ns),
-			Metadata:             meta,
-			UserAgentName:        "gRPC Go",
-			UserAgentVersionType: &core.Node_UserAgentVersion{UserAgentVersion: grpc.Version},
-			ClientFeatures:       []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"},
-		},
+		id:            id,
+		node:          xdstest.GRPCNode(xdstest.NodeOptions{ID: xdstest.SidecarID(ip, pod, ns), Namespace: ns}),
 		listeners:     slices.Sorted(slices.Values(listeners)),
 		obs:           obs,
 		stats:         stats,
@@ -109,18 +91,22 @@ func newADSClient(id int, ns string, listeners []string, obs observer, stats *cl
 
 // run opens the stream on cc and follows it until ctx ends. A stream that
 // ends otherwise is an error.
-func (c *adsClient) run(ctx context.Context, cc *grpc.ClientConn) error {
+func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error {
 	c.opened = time.Now()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	// Paused: this goroutine reads the stream itself, one per client;
+	// Forget: the client keeps only what it needs, below.
+	stream, err := xdstest.Open(ctx, cc, xdstest.Options{Node: c.node, Paused: true, Forget: true})
 	if err != nil {
-		return fmt.Errorf("client %d: opening the ADS stream: %w", c.id, err)
+		return fmt.Errorf("client %d: %w", c.id, err)
 	}
+	defer stream.Close()
 	c.stream = stream
 	if err := c.subscribe(0, c.listeners); err != nil {
 		return err
 	}
+	var resp xdstest.Response // reused: one allocation per client, not per response
 	for {
-		resp, err := stream.Recv()
+		err := stream.ReceiveInto(&resp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -133,61 +119,48 @@ func (c *adsClient) run(ctx context.Context, cc *grpc.ClientConn) error {
 			}
 			return fmt.Errorf("client %d: %w", c.id, err)
 		}
-		if err := c.handle(resp, time.Now()); err != nil {
+		if err := c.handle(&resp); err != nil {
 			return err
 		}
+		resp.Reset()
 	}
-}
-
-func (c *adsClient) send(t int, version, nonce string) error {
-	req := &discovery.DiscoveryRequest{
-		TypeUrl:       typeOrder[t],
-		ResourceNames: c.subs[t],
-		VersionInfo:   version,
-		ResponseNonce: nonce,
-	}
-	if !c.sentNode {
-		req.Node = c.node
-		c.sentNode = true
-	}
-	if err := c.stream.Send(req); err != nil {
-		return fmt.Errorf("client %d: sending a request: %w", c.id, err)
-	}
-	return nil
 }
 
 // subscribe changes the subscription of type t to names (sorted) and asks
-// for them when it changed. Like grpc-go, it keeps the type's last ACKed
-// version and nonce out of a new subscription request.
+// for them when it changed, in one request that carries the type's last
+// ACKed version and nonce, as grpc-go's does.
 func (c *adsClient) subscribe(t int, names []string) error {
 	if slices.Equal(c.subs[t], names) {
 		return nil
 	}
 	c.subs[t] = names
-	return c.send(t, "", "")
+	if err := c.stream.SetSubscription(typeOrder[t], names...); err != nil {
+		return fmt.Errorf("client %d: %w", c.id, err)
+	}
+	return nil
 }
 
-func (c *adsClient) handle(resp *discovery.DiscoveryResponse, now time.Time) error {
-	t := typeIndex(resp.GetTypeUrl())
+func (c *adsClient) handle(resp *xdstest.Response) error {
+	now := resp.Received
+	t := typeIndex(resp.TypeURL)
 	if t < 0 {
-		c.stats.ignored.Add(int64(len(resp.GetResources())))
+		c.stats.ignored.Add(int64(len(resp.Resources)))
 		return nil
 	}
 	c.stats.responses[t].Add(1)
+	if resp.Err != nil {
+		// A real client would NACK; the benchmark wants to hear of it.
+		return fmt.Errorf("client %d: %w", c.id, resp.Err)
+	}
 	wanted := make(map[string]bool, len(c.subs[t]))
 	for _, n := range c.subs[t] {
 		wanted[n] = true
 	}
 	var next []string // the subscription of the next type
-	present := make(map[string]bool, len(resp.GetResources()))
-	for _, res := range resp.GetResources() {
-		c.stats.bytes[t].Add(int64(len(res.GetValue())))
-		msg, err := unmarshal(t, res)
-		if err != nil {
-			// A real client would NACK; the benchmark wants to hear of it.
-			return fmt.Errorf("client %d: %w", c.id, err)
-		}
-		name := resourceName(msg)
+	present := make(map[string]bool, len(resp.Resources))
+	for _, res := range resp.Resources {
+		c.stats.bytes[t].Add(int64(len(res.Raw.GetValue())))
+		msg, name := res.Message, res.Name
 		present[name] = true
 		if !wanted[name] {
 			c.stats.ignored.Add(1)
@@ -229,8 +202,8 @@ func (c *adsClient) handle(resp *discovery.DiscoveryResponse, now time.Time) err
 		next = sortedValues(c.clusterEDS)
 	}
 	// ACK with the current subscription, then follow the chain.
-	if err := c.send(t, resp.GetVersionInfo(), resp.GetNonce()); err != nil {
-		return err
+	if err := c.stream.ACK(resp); err != nil {
+		return fmt.Errorf("client %d: %w", c.id, err)
 	}
 	if t < 3 {
 		if err := c.subscribe(t+1, next); err != nil {
@@ -325,48 +298,6 @@ func sortedValues(m map[string]string) []string {
 func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-func unmarshal(t int, res *anypb.Any) (proto.Message, error) {
-	if res.GetTypeUrl() == typeResource {
-		var r discovery.Resource
-		if err := proto.Unmarshal(res.GetValue(), &r); err != nil {
-			return nil, fmt.Errorf("decoding a Resource wrapper: %w", err)
-		}
-		res = r.GetResource()
-	}
-	var m proto.Message
-	switch t {
-	case 0:
-		m = &listener.Listener{}
-	case 1:
-		m = &route.RouteConfiguration{}
-	case 2:
-		m = &cluster.Cluster{}
-	default:
-		m = &endpoint.ClusterLoadAssignment{}
-	}
-	if res.GetTypeUrl() != typeOrder[t] {
-		return nil, fmt.Errorf("a %s response holds a %s", typeOrder[t], res.GetTypeUrl())
-	}
-	if err := proto.Unmarshal(res.GetValue(), m); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", res.GetTypeUrl(), err)
-	}
-	return m, nil
-}
-
-func resourceName(m proto.Message) string {
-	switch m := m.(type) {
-	case *listener.Listener:
-		return m.GetName()
-	case *route.RouteConfiguration:
-		return m.GetName()
-	case *cluster.Cluster:
-		return m.GetName()
-	case *endpoint.ClusterLoadAssignment:
-		return m.GetClusterName()
-	}
-	return ""
 }
 
 // routeName reads the RDS name of an API listener's HttpConnectionManager.
