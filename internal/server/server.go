@@ -287,7 +287,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		})
 	}
-	s.log.Info("meshpilot serving", "xds", s.XDSAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr())
+	s.log.Info("meshpilot serving", "xds", s.XDSAddr(), "http", s.HTTPAddr(), "debug", s.DebugAddr(), "sources", s.registry.Sources())
 
 	var err error
 	select {

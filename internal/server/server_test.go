@@ -99,6 +99,20 @@ func TestReadyzFollowsTheRegistry(t *testing.T) {
 	}
 }
 
+func TestReadyOnceEverySourceIsSynced(t *testing.T) {
+	kube, files := newRegistry(), &storeRegistry{Store: model.NewStore()}
+	s := start(t, Options{Sources: []aggregate.Source{{Name: "kubernetes", Controller: kube}, {Name: "files", Controller: files}}})
+	readyz := "http://" + s.HTTPAddr() + "/readyz"
+	files.synced.Store(true)
+	if c := get(t, readyz); c != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with the files synced only = %d, want 503", c)
+	}
+	kube.synced.Store(true)
+	if c := get(t, readyz); c != http.StatusOK {
+		t.Fatalf("/readyz with both synced = %d, want 200", c)
+	}
+}
+
 // fetchListener opens an ADS stream over conn and asks for one listener.
 func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*xdstest.Response, error) {
 	c, err := xdstest.Open(ctx, conn, xdstest.Options{Node: xdstest.GRPCNode(xdstest.NodeOptions{

@@ -108,7 +108,8 @@ func New(opts Options) (*Controller, error) {
 	return a, nil
 }
 
-// Sources returns the names of the sources, by precedence.
+// Sources returns the names of the sources, by precedence (first wins),
+// for logs.
 func (a *Controller) Sources() []string {
 	out := make([]string, len(a.sources))
 	for i, s := range a.sources {
