@@ -5,6 +5,7 @@ package grpctest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -99,6 +100,12 @@ type ChannelOptions struct {
 	// MapAddress rewrites the address the channel dials (e.g. a
 	// documentation address from an EndpointSlice to a loopback backend).
 	MapAddress func(addr string) string
+	// IP is the client's address in its node id; 127.0.0.1 when empty.
+	IP string
+	// NodeName, when set, is the NODE_NAME node metadata; Region and Zone
+	// the node's locality (empty when unset, as meshpilot's bootstrap
+	// writes it without one).
+	NodeName, Region, Zone string
 }
 
 var nodeSeq atomic.Int64
@@ -114,10 +121,26 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
 	if ns == "" {
 		ns = "default"
 	}
+	ip := o.IP
+	if ip == "" {
+		ip = "127.0.0.1"
+	}
+	metadata := map[string]string{"GENERATOR": o.Generator, "NAMESPACE": ns}
+	if o.NodeName != "" {
+		metadata["NODE_NAME"] = o.NodeName
+	}
+	node, err := json.Marshal(map[string]any{
+		"id":       fmt.Sprintf("sidecar~%s~client-%d.%s~%s.svc.cluster.local", ip, nodeSeq.Add(1), ns, ns),
+		"metadata": metadata,
+		"locality": map[string]string{"region": o.Region, "zone": o.Zone},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	bootstrap := fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-  "node": {"id": "sidecar~127.0.0.1~client-%d.%s~%s.svc.cluster.local", "metadata": {"GENERATOR": %q, "NAMESPACE": %q}}
-}`, xdsAddr, nodeSeq.Add(1), ns, ns, o.Generator, ns)
+  "node": %s
+}`, xdsAddr, node)
 	res, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, registry: registry, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
 		Discovery:    registry,
+		Workloads:    registry,
 		DomainSuffix: opts.DomainSuffix,
 		Ready:        s.ready,
 		Logger:       opts.Logger,

@@ -17,7 +17,7 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 	if !ok {
 		return func() {}, nil // nothing to send, ever
 	}
-	return s.startWatch(&watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, dreq: req, dch: ch}), nil
+	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, dreq: req, dch: ch}), nil
 }
 
 // delta builds the incremental response a watch needs, or nil, and

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -44,23 +45,30 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	}
 	// The endpoints key covers the service's definition too.
 	deps = []model.ConfigKey{model.EndpointsKey(svc.Hostname)}
+	near := closenessFor(svc, c)
 	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
-	byLocality := map[model.Locality]*localityGroup{}
+	groups := map[groupKey]*localityGroup{}
 	var order []*localityGroup
 	seen := make(map[addrPort]struct{}, len(eps))
 	for _, ep := range eps {
+		priority, ok := near.priority(ep)
+		if !ok {
+			continue
+		}
 		key := addrPort{ep.Address, ep.Port}
 		if _, dup := seen[key]; dup {
 			continue
 		}
 		seen[key] = struct{}{}
-		grp := byLocality[ep.Locality]
+		gk := groupKey{ep.Locality, priority}
+		grp := groups[gk]
 		if grp == nil {
-			grp = &localityGroup{sortKey: ep.Locality.String(), lle: &endpoint.LocalityLbEndpoints{Locality: &core.Locality{
-				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.Subzone,
-			}}}
-			byLocality[ep.Locality] = grp
+			grp = &localityGroup{priority: priority, sortKey: ep.Locality.String(), lle: &endpoint.LocalityLbEndpoints{
+				Locality: &core.Locality{Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.Subzone},
+				Priority: priority,
+			}}
+			groups[gk] = grp
 			order = append(order, grp)
 		}
 		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, &endpoint.LbEndpoint{
@@ -73,20 +81,107 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 			grp.healthy++
 		}
 	}
-	slices.SortFunc(order, func(a, b *localityGroup) int { return strings.Compare(a.sortKey, b.sortKey) })
-	var vary Vary
+	slices.SortFunc(order, func(a, b *localityGroup) int {
+		return cmp.Or(cmp.Compare(a.priority, b.priority), strings.Compare(a.sortKey, b.sortKey))
+	})
+	vary := near.vary
 	for _, grp := range order {
 		if grp.healthy > 0 {
 			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.healthy)
 		} else {
-			vary = VaryKind
+			vary |= VaryKind
 			if !localityWithoutHealthy(c) {
 				continue
 			}
 		}
 		cla.Endpoints = append(cla.Endpoints, grp.lle)
 	}
+	compactPriorities(cla.Endpoints)
 	return Result{Resource: cla, Deps: deps, Vary: vary}
+}
+
+// groupKey: endpoints of one locality at one priority share a
+// LocalityLbEndpoints.
+type groupKey struct {
+	locality model.Locality
+	priority uint32
+}
+
+// closeness decides, for one client, which endpoints of a service it gets
+// and at which priority, from the service's internal traffic policy and
+// traffic distribution, as Kubernetes defines them and Istio serves them
+// (pilot/pkg/networking/core/loadbalancer, endpoint builder):
+//   - internalTrafficPolicy Local: only endpoints on the client's node. A
+//     client whose node is unknown gets none, as a node with no local
+//     endpoint does: kube-proxy drops such traffic rather than send it
+//     elsewhere.
+//   - trafficDistribution PreferSameZone (PreferClose): endpoints in the
+//     client's region and zone at priority 0, the others at 1, so that
+//     clients fail over to other zones only when theirs has nothing
+//     healthy. PreferSameNode likewise by node. A client whose zone (node)
+//     is unknown gets every endpoint at one priority.
+//
+// vary says which client facts that made the result depend on.
+type closeness struct {
+	local          bool // internalTrafficPolicy Local
+	node           string
+	byZone, byNode bool
+	region, zone   string
+	vary           Vary
+}
+
+func closenessFor(svc *model.Service, c *Client) closeness {
+	n := closeness{node: c.NodeName, region: c.Locality.Region, zone: c.Locality.Zone}
+	if svc.InternalTrafficPolicy == model.InternalTrafficLocal {
+		n.local = true
+		n.vary |= VaryNode
+	}
+	switch svc.TrafficDistribution {
+	case model.PreferSameZone:
+		n.byZone = true
+		n.vary |= VaryZone
+	case model.PreferSameNode:
+		n.byNode = true
+		n.vary |= VaryNode
+	}
+	return n
+}
+
+// priority returns an endpoint's priority for the client, and false when
+// the client must not get it.
+func (n *closeness) priority(ep *model.Endpoint) (uint32, bool) {
+	if n.local && (n.node == "" || ep.NodeName != n.node) {
+		return 0, false
+	}
+	switch {
+	case n.byZone && n.zone != "":
+		if ep.Locality.Region == n.region && ep.Locality.Zone == n.zone {
+			return 0, true
+		}
+		return 1, true
+	case n.byNode && n.node != "":
+		if ep.NodeName == n.node {
+			return 0, true
+		}
+		return 1, true
+	}
+	return 0, true
+}
+
+// compactPriorities renumbers the priorities of sorted entries 0, 1, ...
+// without gaps: when no close endpoint is left (or none HEALTHY, for a
+// gRPC client), the others must be at priority 0. gRPC clients reject a
+// ClusterLoadAssignment whose priorities skip a number, and Envoy would
+// wait on an empty priority.
+func compactPriorities(lles []*endpoint.LocalityLbEndpoints) {
+	var next, last uint32
+	for i, l := range lles {
+		if i > 0 && l.Priority != last {
+			next++
+		}
+		last = l.Priority
+		l.Priority = next
+	}
 }
 
 // addrPort is what makes two endpoints one for a client: grpc-go rejects
@@ -99,9 +194,10 @@ type addrPort struct {
 // localityGroup gathers the endpoints of one locality while a
 // ClusterLoadAssignment is built.
 type localityGroup struct {
-	lle     *endpoint.LocalityLbEndpoints
-	healthy uint32 // its HEALTHY endpoints: the locality's weight
-	sortKey string // "region/zone/subzone", computed once for sorting
+	lle      *endpoint.LocalityLbEndpoints
+	priority uint32
+	healthy  uint32 // its HEALTHY endpoints: the locality's weight
+	sortKey  string // "region/zone/subzone", computed once for sorting
 }
 
 // localityWithoutHealthy says whether a client is sent a locality that

@@ -29,12 +29,17 @@ type goldenInput struct {
 		ExternalName string       `json:"externalName"`
 		ClusterIPs   []string     `json:"clusterIPs"`
 		Ports        []model.Port `json:"ports"`
-		Endpoints    []struct {
+		// InternalTrafficPolicy is "Local" or empty; TrafficDistribution
+		// "PreferSameZone", "PreferSameNode" or empty.
+		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
+		TrafficDistribution   string `json:"trafficDistribution"`
+		Endpoints             []struct {
 			Address  string `json:"address"`
 			Port     uint32 `json:"port"`
 			PortName string `json:"portName"`
 			Locality string `json:"locality"`
 			Health   string `json:"health"`
+			Node     string `json:"node"`
 		} `json:"endpoints"`
 	} `json:"services"`
 	Clients []goldenClient `json:"clients"`
@@ -45,15 +50,21 @@ type goldenClient struct {
 	ID        string            `json:"id"`
 	UserAgent string            `json:"userAgent"`
 	Metadata  map[string]string `json:"metadata"`
-	Wildcard  bool              `json:"wildcard"`
-	Listeners []string          `json:"listeners"`
-	Routes    []string          `json:"routes"`
-	Clusters  []string          `json:"clusters"`
-	Endpoints []string          `json:"endpoints"`
+	// Locality is the node's, "region/zone/subzone".
+	Locality  string   `json:"locality"`
+	Wildcard  bool     `json:"wildcard"`
+	Listeners []string `json:"listeners"`
+	Routes    []string `json:"routes"`
+	Clusters  []string `json:"clusters"`
+	Endpoints []string `json:"endpoints"`
 }
 
 func (c goldenClient) node(t testing.TB) *core.Node {
 	n := &core.Node{Id: c.ID, UserAgentName: c.UserAgent}
+	if c.Locality != "" {
+		l := model.ParseLocality(c.Locality)
+		n.Locality = &core.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.Subzone}
+	}
 	if len(c.Metadata) > 0 {
 		m := map[string]any{}
 		for k, v := range c.Metadata {
@@ -90,11 +101,27 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) *model.Store {
 		default:
 			t.Fatalf("unknown resolution %q", s.Resolution)
 		}
+		switch s.InternalTrafficPolicy {
+		case "", "Cluster":
+		case "Local":
+			svc.InternalTrafficPolicy = model.InternalTrafficLocal
+		default:
+			t.Fatalf("unknown internalTrafficPolicy %q", s.InternalTrafficPolicy)
+		}
+		switch s.TrafficDistribution {
+		case "":
+		case "PreferSameZone":
+			svc.TrafficDistribution = model.PreferSameZone
+		case "PreferSameNode":
+			svc.TrafficDistribution = model.PreferSameNode
+		default:
+			t.Fatalf("unknown trafficDistribution %q", s.TrafficDistribution)
+		}
 		var eps []*model.Endpoint
 		for _, e := range s.Endpoints {
 			ep := &model.Endpoint{
 				Address: e.Address, Port: e.Port, ServicePortName: e.PortName,
-				Locality: model.ParseLocality(e.Locality), Namespace: s.Namespace,
+				Locality: model.ParseLocality(e.Locality), Namespace: s.Namespace, NodeName: e.Node,
 			}
 			switch e.Health {
 			case "", "HEALTHY":

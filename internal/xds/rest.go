@@ -58,7 +58,7 @@ func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, e
 	if !ok {
 		return nil, fmt.Errorf("meshpilot does not serve %q", req.GetTypeUrl())
 	}
-	c := ClientFromNode(req.GetNode())
+	c := s.client(req.GetNode())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names := req.GetResourceNames()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -20,6 +21,9 @@ import (
 type Options struct {
 	// Discovery is the model served. Required.
 	Discovery model.ServiceDiscovery
+	// Workloads, when set, finds a client's workload by its address, for
+	// what the client does not say about itself (its node, its locality).
+	Workloads model.WorkloadLookup
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
 	// Ready reports whether the model is complete. Until it is, new xDS
@@ -106,6 +110,32 @@ func (s *Server) ready() bool { return s.opts.Ready == nil || s.opts.Ready() }
 
 func (s *Server) nextVersion() string {
 	return s.prefix + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// client reads who is asking from its node, and fills in what the node
+// leaves out from the workload behind its address, as Istio reads a
+// proxy's node and locality from its pod: grpc-go sends the bootstrap's
+// locality, which is often empty, and node metadata only if the bootstrap
+// has it.
+func (s *Server) client(n *core.Node) Client {
+	c := ClientFromNode(n)
+	if s.opts.Workloads == nil || (c.NodeName != "" && c.Locality != (model.Locality{})) {
+		return c
+	}
+	for _, ip := range c.IPs {
+		w := s.opts.Workloads.WorkloadByIP(ip)
+		if w == nil {
+			continue
+		}
+		if c.NodeName == "" {
+			c.NodeName = w.NodeName
+		}
+		if c.Locality == (model.Locality{}) {
+			c.Locality = w.Locality
+		}
+		break
+	}
+	return c
 }
 
 // typeOf finds a served type by URL.

@@ -24,7 +24,7 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 		}
 		return func() {}, nil
 	}
-	return s.startWatch(&watch{typ: t, client: ClientFromNode(req.GetNode()), sub: sub, req: req, ch: ch}), nil
+	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, req: req, ch: ch}), nil
 }
 
 // names returns what a watch covers: its subscribed names, and for a

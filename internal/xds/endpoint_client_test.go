@@ -1,0 +1,120 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// TestEndpointsPerClient: internalTrafficPolicy and trafficDistribution
+// make a ClusterLoadAssignment depend on where the client runs.
+func TestEndpointsPerClient(t *testing.T) {
+	// Two zones, two nodes in zone a: a1 (10.0.0.1, 10.0.0.2), a2
+	// (10.0.0.3); node b1 (10.0.1.1) in zone b, whose endpoint is
+	// draining in some cases.
+	type ep struct {
+		addr, node, zone string
+		health           model.Health
+	}
+	all := []ep{
+		{"10.0.0.1", "a1", "a", model.Healthy},
+		{"10.0.0.2", "a1", "a", model.Healthy},
+		{"10.0.0.3", "a2", "a", model.Healthy},
+		{"10.0.1.1", "b1", "b", model.Healthy},
+	}
+	client := func(node, zone string) Client {
+		c := Client{Namespace: "default", GRPC: true, NodeName: node}
+		if zone != "" {
+			c.Locality = model.Locality{Region: "r", Zone: zone}
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		desc   string
+		policy model.InternalTrafficPolicy
+		dist   model.TrafficDistribution
+		eps    []ep
+		client Client
+		want   string // "priority:zone:addr,addr;..." in order
+	}{
+		{"no preference", 0, 0, all, client("a1", "a"),
+			"0:a:10.0.0.1,10.0.0.2,10.0.0.3;0:b:10.0.1.1"},
+		{"Local: the client's node only", model.InternalTrafficLocal, 0, all, client("a1", "a"),
+			"0:a:10.0.0.1,10.0.0.2"},
+		{"Local: a node without endpoints gets none", model.InternalTrafficLocal, 0, all, client("c9", "a"), ""},
+		{"Local: an unknown node gets none", model.InternalTrafficLocal, 0, all, client("", "a"), ""},
+		{"PreferSameZone: own zone first", 0, model.PreferSameZone, all, client("b1", "b"),
+			"0:b:10.0.1.1;1:a:10.0.0.1,10.0.0.2,10.0.0.3"},
+		{"PreferSameZone: no endpoint in the zone", 0, model.PreferSameZone, all[:3], client("b1", "b"),
+			"0:a:10.0.0.1,10.0.0.2,10.0.0.3"},
+		{"PreferSameZone: unknown zone", 0, model.PreferSameZone, all, client("", ""),
+			"0:a:10.0.0.1,10.0.0.2,10.0.0.3;0:b:10.0.1.1"},
+		{"PreferSameZone: the zone's only endpoint draining", 0, model.PreferSameZone,
+			append(slices.Clone(all[:3]), ep{"10.0.1.1", "b1", "b", model.Draining}), client("b1", "b"),
+			"0:a:10.0.0.1,10.0.0.2,10.0.0.3"},
+		{"PreferSameNode", 0, model.PreferSameNode, all, client("a2", "a"),
+			"0:a:10.0.0.3;1:a:10.0.0.1,10.0.0.2;1:b:10.0.1.1"},
+		{"Local and PreferSameZone", model.InternalTrafficLocal, model.PreferSameZone, all, client("a1", "a"),
+			"0:a:10.0.0.1,10.0.0.2"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			st := model.NewStore()
+			svc := service("svc", "default", 80)
+			svc.InternalTrafficPolicy, svc.TrafficDistribution = tc.policy, tc.dist
+			var eps []*model.Endpoint
+			for _, e := range tc.eps {
+				eps = append(eps, &model.Endpoint{Address: e.addr, Port: 80, ServicePortName: "grpc", NodeName: e.node,
+					Health: e.health, Locality: model.Locality{Region: "r", Zone: e.zone}})
+			}
+			st.Update(svc, eps)
+			cla := serve(storeDiscovery{st}).endpoints(t, tc.client, model.ClusterName(80, "", svc.Hostname))
+			if err := Validate(cla); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range cla.GetEndpoints() {
+				var addrs []string
+				for _, e := range l.GetLbEndpoints() {
+					addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+				}
+				got = append(got, fmt.Sprintf("%d:%s:%s", l.GetPriority(), l.GetLocality().GetZone(), strings.Join(addrs, ",")))
+			}
+			if s := strings.Join(got, ";"); s != tc.want {
+				t.Errorf("got  %s\nwant %s", s, tc.want)
+			}
+		})
+	}
+}
+
+// TestEndpointVariantsShared: a ClusterLoadAssignment that depends on the
+// client's zone is generated and marshalled once per zone, not per
+// client; one that depends on nothing about the client, once.
+func TestEndpointVariantsShared(t *testing.T) {
+	st := model.NewStore()
+	zoned := service("zoned", "default", 80)
+	zoned.TrafficDistribution = model.PreferSameZone
+	plain := service("plain", "default", 80)
+	for _, svc := range []*model.Service{zoned, plain} {
+		st.Update(svc, []*model.Endpoint{
+			{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r", Zone: "a"}},
+			{Address: "10.0.1.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r", Zone: "b"}},
+		})
+	}
+	m := serve(storeDiscovery{st})
+	for i := range 20 {
+		zone := []string{"a", "b"}[i%2]
+		c := Client{Namespace: "default", GRPC: i%4 < 2, NodeName: fmt.Sprint("node-", i),
+			Locality: model.Locality{Region: "r", Zone: zone, Subzone: fmt.Sprint(i)}}
+		first := m.endpoints(t, c, model.ClusterName(80, "", zoned.Hostname)).GetEndpoints()[0]
+		if first.GetLocality().GetZone() != zone || first.GetPriority() != 0 {
+			t.Fatalf("client in zone %s: priority 0 is %v", zone, first)
+		}
+		m.endpoints(t, c, model.ClusterName(80, "", plain.Hostname))
+	}
+	if got := m.s.Stats().Marshals; got != 2+1 {
+		t.Errorf("%d marshals for 20 clients in 2 zones, want one per zone (2) + one for the service without preference", got)
+	}
+}
