@@ -418,7 +418,7 @@ func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, sub
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
 	var (
 		wg      sync.WaitGroup
-		mu      sync.Mutex
+		mu      sync.Mutex // guards changes and errs
 		changes = make([]*change, cfg.Changes)
 		errs    []error
 	)
@@ -494,8 +494,8 @@ func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, sub
 // tracker collects convergence and the clients' sightings of new
 // addresses.
 type tracker struct {
-	mu           sync.Mutex
-	byService    [][]int // clients subscribed to each service
+	mu           sync.Mutex // guards every field below
+	byService    [][]int    // clients subscribed to each service
 	convergedAt  []time.Time
 	nConverged   int
 	allConverged chan struct{}

@@ -54,8 +54,8 @@ type process struct {
 
 	sampleStop chan struct{}
 	sampleDone chan struct{}
-	mu         sync.Mutex
-	peakRSS    int64 // highest VmRSS sampled, bytes
+	mu         sync.Mutex // guards peakRSS
+	peakRSS    int64      // highest VmRSS sampled, bytes
 }
 
 func startProcess(bin string, args []string, logPath string) (*process, error) {

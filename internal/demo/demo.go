@@ -263,7 +263,7 @@ func dialXDS(xdsAddr, target string) (*grpc.ClientConn, error) {
 // report calls the service about a hundred times a second and prints,
 // every interval, how many RPCs each backend answered.
 func report(ctx context.Context, cc *grpc.ClientConn, backends []string, interval time.Duration, out *lineWriter) {
-	var mu sync.Mutex
+	var mu sync.Mutex // guards counts, failures and lastErr
 	counts := map[string]int{}
 	failures := 0
 	var lastErr error
@@ -345,7 +345,7 @@ func clock() string { return time.Now().Format("15:04:05") }
 
 // lineWriter serialises whole lines from several goroutines.
 type lineWriter struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards w
 	w  io.Writer
 }
 

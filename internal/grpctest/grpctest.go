@@ -224,7 +224,7 @@ func AwaitSpread(t testing.TB, cc *grpc.ClientConn, want ...Backend) {
 func CountRPCs(t testing.TB, cc *grpc.ClientConn, n int) map[string]int {
 	t.Helper()
 	const workers = 4
-	var mu sync.Mutex
+	var mu sync.Mutex // guards counts and firstErr
 	counts := map[string]int{}
 	var firstErr error
 	var wg sync.WaitGroup

@@ -22,7 +22,7 @@ import (
 // synced from the start and written by whoever holds it: an in-memory
 // source for tests of what consumes a model (xds, server, aggregate).
 type Store struct {
-	mu       sync.RWMutex
+	mu       sync.RWMutex // guards services and handlers
 	services map[Hostname]*storedService
 	handlers []EventHandler
 }

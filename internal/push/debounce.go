@@ -223,7 +223,7 @@ type Debouncer struct {
 	opts  Options
 	push  func(Request)
 	wake  chan struct{}
-	mu    sync.Mutex
+	mu    sync.Mutex // guards inbox
 	inbox []timedEvent
 }
 

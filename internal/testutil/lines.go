@@ -12,7 +12,7 @@ import (
 // Lines collects output written to it (by a process or in-process code)
 // and lets a test wait for a line. Safe for concurrent use.
 type Lines struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards partial, all and added
 	partial string
 	all     []string
 	added   chan struct{}

@@ -59,7 +59,7 @@ func BuildMeshpilot(t testing.TB) string {
 
 // Buffer collects output; it may be read while it is written.
 type Buffer struct {
-	mu  sync.Mutex
+	mu  sync.Mutex // guards buf
 	buf bytes.Buffer
 }
 

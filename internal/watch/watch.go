@@ -398,7 +398,7 @@ func dropManagedFields(obj any) (any, error) {
 
 // printer serialises output from the informers' goroutines.
 type printer struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards out and err
 	out  io.Writer
 	json bool
 	err  error

@@ -191,7 +191,7 @@ type clientTracker struct {
 	// types are the served types, set before the first stream opens.
 	types []ResourceType
 
-	mu      sync.Mutex
+	mu      sync.Mutex // guards clients and deltaSent
 	clients map[streamKey]*ClientInfo
 	// deltaSent holds what the server built into a delta response until
 	// the send callback, which gets only the response message, takes it.

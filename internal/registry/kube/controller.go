@@ -111,7 +111,7 @@ type Controller struct {
 	// not yet reconciled reached a handler; reconcile takes it and the
 	// store's event carries it, so that convergence is measured from the
 	// moment Kubernetes told us.
-	observedMu sync.Mutex
+	observedMu sync.Mutex // guards observed
 	observed   map[serviceKey]time.Time
 	runOnce    sync.Once
 }
