@@ -363,7 +363,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.snapshot(proc, "settled")
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
 		waitChurnProfile := cpuProfile(time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
-		churn, err := runChurn(ctx, w, tr, rng, subscribed, &cfg, clientErrs)
+		churn, err := runChurn(ctx, churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
 		if err != nil {
 			return nil, err
 		}
@@ -392,6 +392,20 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	return res, nil
 }
 
+// churnRun is what the churn phase works with.
+type churnRun struct {
+	workload *workload
+	tracker  *tracker
+	rng      *rand.Rand
+	// subscribed are the indexes of the services some client watches:
+	// only they change.
+	subscribed []int
+	cfg        *Config
+	// clientErrs carries the simulated clients' failures, which end the
+	// run.
+	clientErrs chan error
+}
+
 // runChurn adds one endpoint to a random subscribed service per tick and
 // waits for every subscribed client to hold it, or for the miss timeout.
 //
@@ -399,7 +413,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 // previous change's slice is written, so that slice writes keep the rate
 // whatever the Pod writes cost: the Pod is ready before its endpoint
 // appears, as in a cluster.
-func runChurn(ctx context.Context, w *workload, tr *tracker, rng *rand.Rand, subscribed []int, cfg *Config, clientErrs chan error) (*ChurnResult, error) {
+func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
+	w, tr, rng, subscribed, cfg, clientErrs := r.workload, r.tracker, r.rng, r.subscribed, r.cfg, r.clientErrs
 	type prepared struct {
 		svc *service
 		ep  discoveryv1.Endpoint
