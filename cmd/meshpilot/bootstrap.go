@@ -44,6 +44,7 @@ through the downward API.`,
 	fl.StringVar(&o.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "default"), "the workload's namespace (default $POD_NAMESPACE or default)")
 	fl.StringVar(&o.Pod, "pod", cmp.Or(os.Getenv("POD_NAME"), "client"), "the workload's Pod name")
 	fl.StringVar(&o.IP, "ip", cmp.Or(os.Getenv("INSTANCE_IP"), "127.0.0.1"), "the workload's IP address")
+	fl.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "the Kubernetes node the workload runs on (default $NODE_NAME); optional")
 	fl.StringVar(&o.NodeID, "node-id", "", "node id (default sidecar~<ip>~<pod>.<namespace>~<namespace>.svc.<domain suffix>)")
 	fl.StringVar(&o.DomainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain, for the default node id")
 	fl.StringVar(&o.CACert, "ca-cert", "", "CA file: connect to meshpilot over TLS and verify its certificate")

@@ -27,6 +27,12 @@ type Options struct {
 	Pod string
 	// IP is the workload's address; default 127.0.0.1.
 	IP string
+	// NodeName is the Kubernetes node the workload runs on, sent as node
+	// metadata NODE_NAME: endpoints that depend on the client's node
+	// (internalTrafficPolicy Local, trafficDistribution PreferSameNode)
+	// use it. Optional: meshpilot otherwise finds the node from the Pod
+	// behind the workload's IP.
+	NodeName string
 	// DomainSuffix of the cluster, for the node id; default "cluster.local".
 	DomainSuffix string
 	// NodeID overrides Istio's form
@@ -155,6 +161,11 @@ func Build(o Options) (*Config, error) {
 		}
 		creds = ChannelCreds{Type: "tls", Config: tlsCfg}
 	}
+	if o.NodeName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+			return nil, fmt.Errorf("node name %q: %s", o.NodeName, msgs[0])
+		}
+	}
 	cfg := &Config{
 		XDSServers: []Server{{ServerURI: o.XDSServer, ChannelCreds: []ChannelCreds{creds}, ServerFeatures: []string{"xds_v3"}}},
 		Node: Node{ID: o.NodeID, Metadata: map[string]string{
@@ -164,6 +175,9 @@ func Build(o Options) (*Config, error) {
 			"POD_NAME":     o.Pod,
 		}},
 		ServerListenerResourceNameTemplate: ServerListenerTemplate,
+	}
+	if o.NodeName != "" {
+		cfg.Node.Metadata["NODE_NAME"] = o.NodeName
 	}
 	if tlsCfg != nil && tlsCfg.CertificateFile != "" {
 		// The workload's certificate also serves xDS-configured TLS

@@ -22,6 +22,13 @@ func TestBuild(t *testing.T) {
 	if md := cfg.Node.Metadata; md["GENERATOR"] != "grpc" || md["NAMESPACE"] != "shop" {
 		t.Fatalf("metadata %v", md)
 	}
+	if _, ok := cfg.Node.Metadata["NODE_NAME"]; ok {
+		t.Fatalf("NODE_NAME without a node name: %v", cfg.Node.Metadata)
+	}
+	onNode, err := Build(Options{XDSServer: "127.0.0.1:15010", NodeName: "worker-3"})
+	if err != nil || onNode.Node.Metadata["NODE_NAME"] != "worker-3" {
+		t.Fatalf("node name: %v, %v", onNode.Node.Metadata, err)
+	}
 	s := cfg.XDSServers[0]
 	if s.ServerURI != "meshpilot.istio-system:15010" || s.ChannelCreds[0].Type != "insecure" || s.ChannelCreds[0].Config != nil {
 		t.Fatalf("server %+v", s)
@@ -121,6 +128,7 @@ func TestBuildErrors(t *testing.T) {
 		{"bad pod", Options{XDSServer: "m:1", Pod: "cart_1"}, "pod"},
 		{"bad ip", Options{XDSServer: "m:1", IP: "10.0.0"}, "ip"},
 		{"cert without key", Options{XDSServer: "m:1", Cert: "c.pem"}, "both"},
+		{"bad node name", Options{XDSServer: "m:1", NodeName: "Worker_3"}, "node name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Build(tc.o)
