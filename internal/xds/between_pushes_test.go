@@ -4,8 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -22,22 +20,19 @@ func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
 	// never changes, so that this test makes every push itself.
 	live := baseStore()
 	ts := startServer(t, model.NewStore(), func(o *Options) { o.Discovery = storeDiscovery{live} })
-	a := openADS(t, dial(t, ts.addr), grpcNode("client", "default"), true)
-	// subscribe asks for names (ACKing the previous response of the type)
-	// and ACKs the answer, which it returns.
-	last := map[string]*discovery.DiscoveryResponse{}
+	a := openADS(t, dial(t, ts.addr), grpcNode("client", "default"))
+	// subscribe asks for names (with the version and nonce of the type's
+	// last response, which it ACKed) and ACKs the answer, whose names it
+	// returns.
 	subscribe := func(typeURL string, names ...string) []string {
 		t.Helper()
-		a.send(typeURL, names, last[typeURL].GetVersionInfo(), last[typeURL].GetNonce(), nil)
-		r := a.next()
-		if r.GetTypeUrl() != typeURL {
-			t.Fatalf("asked for %s, got %s", typeURL, r.GetTypeUrl())
+		a.SetSubscription(typeURL, names...)
+		r := a.Next()
+		if r.TypeURL != typeURL {
+			t.Fatalf("asked for %s, got %s", typeURL, r.TypeURL)
 		}
-		a.ack(r, names)
-		last[typeURL] = r
-		got := resourceNames(t, r)
-		slices.Sort(got)
-		return got
+		a.ACK(r)
+		return sortedNames(r)
 	}
 	subscribe(ListenerType, "reviews:9080")
 	subscribe(ClusterType, reviews)
@@ -56,8 +51,8 @@ func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
 	ts.Push(pushOf(model.Event{Kind: model.ServiceDeleted, Hostname: "reviews.default.svc.cluster.local", NoEndpoints: true}))
 	seen := map[string][]string{}
 	for len(seen) < 2 {
-		r := a.next()
-		seen[r.GetTypeUrl()] = resourceNames(t, r)
+		r := a.Next()
+		seen[r.TypeURL] = r.Names()
 	}
 	if !slices.Equal(seen[ListenerType], []string{"ratings:7070"}) || !slices.Equal(seen[ClusterType], []string{ratings}) {
 		t.Fatalf("after the push of the deletion: %v, want ratings alone", seen)

@@ -1,13 +1,13 @@
 package xds
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -92,13 +92,13 @@ func awaitClient(t *testing.T, s *Server, what string, ok func(ClientInfo) bool)
 func TestSyncState(t *testing.T) {
 	obs := newRecordingObserver()
 	ts := startServer(t, baseStore(), func(o *Options) { o.Observer = obs })
-	a := openADS(t, dial(t, ts.addr), grpcNode("watcher", "default"), true)
+	a := openADS(t, dial(t, ts.addr), grpcNode("watcher", "default"))
 
-	a.send(EndpointType, []string{reviews}, "", "", nil)
-	r1 := a.next()
+	a.Subscribe(EndpointType, reviews)
+	r1 := a.Next()
 	ci := awaitClient(t, ts.Server, "first response recorded", func(c ClientInfo) bool { return c.Types["EDS"] != nil && c.Types["EDS"].LastSent != nil })
 	eds := ci.Types["EDS"]
-	if eds.Status != Stale || eds.LastSent.Version != r1.GetVersionInfo() || eds.LastSent.Nonce != r1.GetNonce() ||
+	if eds.Status != Stale || eds.LastSent.Version != r1.Version || eds.LastSent.Nonce != r1.Nonce ||
 		!slices.Equal(eds.Subscribed, []string{reviews}) || eds.Wildcard {
 		t.Fatalf("before the ACK: %+v", eds)
 	}
@@ -109,9 +109,9 @@ func TestSyncState(t *testing.T) {
 		t.Fatalf("nothing is held before the ACK; dump %+v", dump)
 	}
 
-	a.ack(r1, []string{reviews})
+	a.ACK(r1)
 	ci = awaitClient(t, ts.Server, "ACK recorded", func(c ClientInfo) bool { return c.Types["EDS"].Status == Synced })
-	if eds := ci.Types["EDS"]; eds.LastACK.Version != r1.GetVersionInfo() || eds.LastACK.Nonce != r1.GetNonce() {
+	if eds := ci.Types["EDS"]; eds.LastACK.Version != r1.Version || eds.LastACK.Nonce != r1.Nonce {
 		t.Fatalf("after the ACK: %+v", eds)
 	}
 	dump := ts.ConfigDump("watcher")
@@ -128,12 +128,13 @@ func TestSyncState(t *testing.T) {
 
 	// A pushed change: sent and NACKed.
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.7"))
-	r2 := a.next()
-	a.send(EndpointType, []string{reviews}, r1.GetVersionInfo(), r2.GetNonce(), errors.New("no thanks"))
+	r2 := a.Next()
+	// The NACK repeats r1's version, the last ACKed.
+	a.NACK(r2, "no thanks")
 	ci = awaitClient(t, ts.Server, "NACK recorded", func(c ClientInfo) bool { return c.Types["EDS"].Status == NACKed })
 	eds = ci.Types["EDS"]
-	if eds.LastNACK.Version != r2.GetVersionInfo() || eds.LastNACK.Nonce != r2.GetNonce() || eds.LastNACK.Error != "no thanks" ||
-		eds.LastACK.Version != r1.GetVersionInfo() || ci.NACKs != 1 {
+	if eds.LastNACK.Version != r2.Version || eds.LastNACK.Nonce != r2.Nonce || eds.LastNACK.Error != "no thanks" ||
+		eds.LastACK.Version != r1.Version || ci.NACKs != 1 {
 		t.Fatalf("after the NACK: %+v", eds)
 	}
 	// What the client holds is still the first version.
@@ -143,10 +144,10 @@ func TestSyncState(t *testing.T) {
 
 	// The next change is sent and ACKed: synced again.
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.8"))
-	r3 := a.next()
-	a.ack(r3, []string{reviews})
+	r3 := a.Next()
+	a.ACK(r3)
 	awaitClient(t, ts.Server, "synced again", func(c ClientInfo) bool {
-		return c.Types["EDS"].Status == Synced && c.Types["EDS"].LastACK.Version == r3.GetVersionInfo()
+		return c.Types["EDS"].Status == Synced && c.Types["EDS"].LastACK.Version == r3.Version
 	})
 
 	sent, acks, nacks, sentConv, ackConv := obs.snapshot()
@@ -173,13 +174,14 @@ func TestSyncState(t *testing.T) {
 func TestDeltaSyncState(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.send(ClusterType, []string{reviews, ratings}, nil, "")
-	r := d.next()
-	d.send(ClusterType, nil, []string{ratings}, r.GetNonce())
+	d.Subscribe(ClusterType, reviews, ratings)
+	r := d.Next()
+	// An ACK that unsubscribes too, in one request.
+	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesUnsubscribe: []string{ratings}, ResponseNonce: r.Nonce})
 	ci := awaitClient(t, ts.Server, "delta ACK", func(c ClientInfo) bool { return c.Types["CDS"] != nil && c.Types["CDS"].Status == Synced })
 	cds := ci.Types["CDS"]
 	if !ci.Delta || ci.GRPC || ci.Kind() != "envoy" || !slices.Equal(cds.Subscribed, []string{reviews}) ||
-		cds.LastACK.Version != r.GetSystemVersionInfo() || cds.LastACK.Nonce != r.GetNonce() {
+		cds.LastACK.Version != r.Version || cds.LastACK.Nonce != r.Nonce {
 		t.Fatalf("delta client %+v, CDS %+v", ci, cds)
 	}
 	if dump := ts.ConfigDump("delta-envoy"); len(dump) != 1 || len(dump[0].Resources["CDS"]) != 2 {

@@ -13,14 +13,14 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 const wait = 20 * time.Second // deadline for anything awaited in tests
@@ -97,102 +97,44 @@ func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 }
 
 func grpcNode(id, ns string) *core.Node {
-	md, _ := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "GENERATOR": "grpc"})
-	return &core.Node{Id: id, Metadata: md}
+	return xdstest.GRPCNode(xdstest.NodeOptions{ID: id, Namespace: ns})
 }
 
-func envoyNode(id string) *core.Node { return &core.Node{Id: id, UserAgentName: "envoy"} }
+func envoyNode(id string) *core.Node { return xdstest.EnvoyNode(xdstest.NodeOptions{ID: id}) }
 
-// responses reads a stream's messages into a channel, so that a test can
-// wait for the next one with a deadline.
-type responses[T any] struct {
-	recv chan T
-	errc chan error
+// openADS opens a state-of-the-world stream on cc.
+func openADS(t testing.TB, cc *grpc.ClientConn, node *core.Node) *xdstest.TestClient {
+	t.Helper()
+	return xdstest.Connect(t, cc, xdstest.Options{Node: node, Wait: wait})
 }
 
-func readResponses[T any](recv func() (T, error)) *responses[T] {
-	r := &responses[T]{recv: make(chan T, 100), errc: make(chan error, 1)}
-	go func() {
-		for {
-			m, err := recv()
-			if err != nil {
-				r.errc <- err
-				return
-			}
-			r.recv <- m
+// openDelta opens a delta stream on cc.
+func openDelta(t testing.TB, cc *grpc.ClientConn, node *core.Node) *xdstest.TestClient {
+	t.Helper()
+	return xdstest.Connect(t, cc, xdstest.Options{Node: node, Delta: true, Wait: wait})
+}
+
+// claAddrs lists the addresses of each ClusterLoadAssignment of r, sorted.
+func claAddrs(t testing.TB, r *xdstest.Response) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, res := range r.Resources {
+		cla, ok := res.Message.(*endpoint.ClusterLoadAssignment)
+		if !ok {
+			t.Fatalf("%s: not a ClusterLoadAssignment (%v)", res.Name, r.Err)
 		}
-	}()
-	return r
-}
-
-// next returns the next message, failing the test after the deadline.
-func (r *responses[T]) next(t testing.TB) T {
-	t.Helper()
-	select {
-	case m := <-r.recv:
-		return m
-	case err := <-r.errc:
-		t.Fatalf("stream ended: %v", err)
-	case <-time.After(wait):
-		t.Fatalf("no response within %v", wait)
+		out[cla.GetClusterName()] = xdstest.Addresses(cla)
 	}
-	var zero T
-	return zero
+	return out
 }
 
-// adsStream is a raw state-of-the-world ADS client.
-type adsStream struct {
-	t      testing.TB
-	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	in     *responses[*discovery.DiscoveryResponse] // nil until read
-	node   *core.Node
-	cancel context.CancelFunc
+// sortedNames lists the names of r's resources, sorted.
+func sortedNames(r *xdstest.Response) []string {
+	return slices.Sorted(slices.Values(r.Names()))
 }
 
-// openADS opens a stream; read=false leaves responses unread (a slow
-// client) until read is called.
-func openADS(t testing.TB, cc *grpc.ClientConn, node *core.Node, read bool) *adsStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	a := &adsStream{t: t, stream: st, node: node, cancel: cancel}
-	t.Cleanup(cancel)
-	if read {
-		a.read()
-	}
-	return a
-}
-
-// read starts reading the stream's responses.
-func (a *adsStream) read() { a.in = readResponses(a.stream.Recv) }
-
-func (a *adsStream) send(typeURL string, names []string, version, nonce string, nack error) {
-	a.t.Helper()
-	req := &discovery.DiscoveryRequest{Node: a.node, TypeUrl: typeURL, ResourceNames: names, VersionInfo: version, ResponseNonce: nonce}
-	if nack != nil {
-		req.ErrorDetail = &statusProto{Code: 3, Message: nack.Error()}
-	}
-	if err := a.stream.Send(req); err != nil {
-		a.t.Fatalf("send: %v", err)
-	}
-}
-
-// next returns the next response, failing the test after the deadline.
-func (a *adsStream) next() *discovery.DiscoveryResponse {
-	a.t.Helper()
-	return a.in.next(a.t)
-}
-
-// ack acknowledges r, subscribing to names.
-func (a *adsStream) ack(r *discovery.DiscoveryResponse, names []string) {
-	a.t.Helper()
-	a.send(r.GetTypeUrl(), names, r.GetVersionInfo(), r.GetNonce(), nil)
-}
-
+// resourceNames lists the names of a response that no xdstest client read
+// (REST, a per-type service), in its order.
 func resourceNames(t testing.TB, r *discovery.DiscoveryResponse) []string {
 	t.Helper()
 	var out []string
@@ -234,13 +176,10 @@ func endpoints(port uint32, health model.Health, addrs ...string) []*model.Endpo
 	return out
 }
 
-type statusProto = statuspb.Status
-
 type pushRequest = push.Request
 
-func timeNow() time.Time                         { return time.Now() }
-func timeAfter(d time.Duration) <-chan time.Time { return time.After(d) }
-func itoa(i int) string                          { return fmt.Sprint(i) }
+func timeNow() time.Time { return time.Now() }
+func itoa(i int) string  { return fmt.Sprint(i) }
 
 type atomicBool struct{ atomic.Bool }
 
@@ -254,55 +193,4 @@ func awaitCount(t testing.TB, c *atomic.Int64, n int64, what string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// deltaStream is a raw delta ADS client.
-type deltaStream struct {
-	t      testing.TB
-	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-	in     *responses[*discovery.DeltaDiscoveryResponse]
-	node   *core.Node
-}
-
-func openDelta(t testing.TB, cc *grpc.ClientConn, node *core.Node) *deltaStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &deltaStream{t: t, stream: st, in: readResponses(st.Recv), node: node}
-}
-
-// send sends a request of typeURL; the node goes with every request.
-func (d *deltaStream) send(typeURL string, subscribe, unsubscribe []string, nonce string) {
-	d.t.Helper()
-	req := &discovery.DeltaDiscoveryRequest{Node: d.node, TypeUrl: typeURL, ResourceNamesSubscribe: subscribe,
-		ResourceNamesUnsubscribe: unsubscribe, ResponseNonce: nonce}
-	if err := d.stream.Send(req); err != nil {
-		d.t.Fatalf("send: %v", err)
-	}
-}
-
-// ack acknowledges r.
-func (d *deltaStream) ack(r *discovery.DeltaDiscoveryResponse) {
-	d.t.Helper()
-	d.send(r.GetTypeUrl(), nil, nil, r.GetNonce())
-}
-
-// next returns the next response, failing the test after the deadline.
-func (d *deltaStream) next() *discovery.DeltaDiscoveryResponse {
-	d.t.Helper()
-	return d.in.next(d.t)
-}
-
-// deltaNames lists the names of the resources of a delta response, sorted.
-func deltaNames(r *discovery.DeltaDiscoveryResponse) []string {
-	var out []string
-	for _, res := range r.GetResources() {
-		out = append(out, res.GetName())
-	}
-	slices.Sort(out)
-	return out
 }

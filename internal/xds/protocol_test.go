@@ -2,7 +2,6 @@ package xds
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 const (
@@ -37,116 +37,85 @@ func baseStore() *model.Store {
 	return st
 }
 
-func claAddrs(t *testing.T, r *discovery.DiscoveryResponse) map[string][]string {
-	t.Helper()
-	out := map[string][]string{}
-	for _, a := range r.GetResources() {
-		var cla endpoint.ClusterLoadAssignment
-		if err := a.UnmarshalTo(&cla); err != nil {
-			t.Fatal(err)
-		}
-		var addrs []string
-		for _, l := range cla.GetEndpoints() {
-			for _, e := range l.GetLbEndpoints() {
-				addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
-			}
-		}
-		slices.Sort(addrs)
-		out[cla.GetClusterName()] = addrs
-	}
-	return out
-}
-
 // TestSotwFlow follows one gRPC client through LDS, RDS, CDS and EDS,
 // ACKs, and checks that a change elsewhere sends it nothing while a
 // change of its endpoints sends only the changed ClusterLoadAssignment.
 func TestSotwFlow(t *testing.T) {
 	ts := startServer(t, baseStore())
-	a := openADS(t, dial(t, ts.addr), grpcNode("client-1", "default"), true)
+	a := openADS(t, dial(t, ts.addr), grpcNode("client-1", "default"))
 
-	a.send(ListenerType, []string{"reviews:9080"}, "", "", nil)
-	r := a.next()
-	if got := resourceNames(t, r); !slices.Equal(got, []string{"reviews:9080"}) || r.GetTypeUrl() != ListenerType {
+	a.Subscribe(ListenerType, "reviews:9080")
+	r := a.Next()
+	if got := r.Names(); !slices.Equal(got, []string{"reviews:9080"}) || r.TypeURL != ListenerType {
 		t.Fatalf("LDS got %v", got)
 	}
-	a.ack(r, []string{"reviews:9080"})
+	a.ACK(r)
 	for _, typ := range []string{RouteType, ClusterType} {
-		a.send(typ, []string{reviews}, "", "", nil)
-		r := a.next()
-		if got := resourceNames(t, r); !slices.Equal(got, []string{reviews}) || r.GetTypeUrl() != typ {
+		a.Subscribe(typ, reviews)
+		r := a.Next()
+		if got := r.Names(); !slices.Equal(got, []string{reviews}) || r.TypeURL != typ {
 			t.Fatalf("%s got %v", typ, got)
 		}
-		a.ack(r, []string{reviews})
+		a.ACK(r)
 	}
-	a.send(EndpointType, []string{reviews, ratings}, "", "", nil)
-	r = a.next()
+	a.Subscribe(EndpointType, reviews, ratings)
+	r = a.Next()
 	if got := claAddrs(t, r); len(got) != 2 || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.2"}) {
 		t.Fatalf("EDS got %v", got)
 	}
-	a.ack(r, []string{reviews, ratings})
+	a.ACK(r)
 
 	// A service nobody watches changes, then ratings' endpoints change:
 	// the first thing the client gets is ratings' CLA alone.
 	ts.store.Update(service("other", "default", 1), nil)
 	ts.store.Update(service("ratings", "default", 7070), endpoints(7070, model.Healthy, "10.0.1.1", "10.0.1.2"))
-	r = a.next()
+	r = a.Next()
 	got := claAddrs(t, r)
-	if r.GetTypeUrl() != EndpointType || len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.1", "10.0.1.2"}) {
-		t.Fatalf("after endpoint change got %s %v", r.GetTypeUrl(), got)
+	if r.TypeURL != EndpointType || len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.1", "10.0.1.2"}) {
+		t.Fatalf("after endpoint change got %s %v", r.TypeURL, got)
 	}
-	a.ack(r, []string{reviews, ratings})
+	a.ACK(r)
 
 	// A push of reviews' unchanged endpoints and a full push send nothing;
 	// then reviews loses an endpoint.
 	ts.Push(pushOf(model.Event{Kind: model.EndpointsChanged, Hostname: "reviews.default.svc.cluster.local"}))
 	ts.Push(pushRequest{Full: true})
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1"))
-	r = a.next()
+	r = a.Next()
 	// A service change re-evaluates LDS, RDS, CDS too; only EDS changed.
-	if got := claAddrs(t, r); r.GetTypeUrl() != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1"}) {
-		t.Fatalf("got %s %v", r.GetTypeUrl(), got)
+	if got := claAddrs(t, r); r.TypeURL != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1"}) {
+		t.Fatalf("got %s %v", r.TypeURL, got)
 	}
-	a.ack(r, []string{reviews, ratings})
+	a.ACK(r)
 
 	// The service is deleted: LDS and CDS responses without it.
 	ts.store.Delete("reviews.default.svc.cluster.local")
 	seen := map[string]bool{}
 	for len(seen) < 2 {
-		r := a.next()
-		if r.GetTypeUrl() != ListenerType && r.GetTypeUrl() != ClusterType {
-			t.Fatalf("unexpected %s after delete", r.GetTypeUrl())
+		r := a.Next()
+		if r.TypeURL != ListenerType && r.TypeURL != ClusterType {
+			t.Fatalf("unexpected %s after delete", r.TypeURL)
 		}
-		if n := len(r.GetResources()); n != 0 {
-			t.Fatalf("%s still has %d resources", r.GetTypeUrl(), n)
+		if n := len(r.Resources); n != 0 {
+			t.Fatalf("%s still has %d resources", r.TypeURL, n)
 		}
-		seen[r.GetTypeUrl()] = true
-		names := []string{reviews}
-		if r.GetTypeUrl() == ListenerType {
-			names = []string{"reviews:9080"}
-		}
-		a.ack(r, names)
+		seen[r.TypeURL] = true
+		a.ACK(r)
 	}
 	// It comes back: listener, cluster and endpoints are sent again; the
 	// route configuration the client kept is the same and is not.
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.3"))
 	seen = map[string]bool{}
 	for len(seen) < 3 {
-		r := a.next()
-		seen[r.GetTypeUrl()] = true
-		if r.GetTypeUrl() == RouteType {
+		r := a.Next()
+		seen[r.TypeURL] = true
+		if r.TypeURL == RouteType {
 			t.Fatal("unchanged route configuration resent")
 		}
-		if len(r.GetResources()) == 0 {
-			t.Fatalf("empty %s after re-adding", r.GetTypeUrl())
+		if len(r.Resources) == 0 {
+			t.Fatalf("empty %s after re-adding", r.TypeURL)
 		}
-		names := []string{reviews}
-		switch r.GetTypeUrl() {
-		case ListenerType:
-			names = []string{"reviews:9080"}
-		case EndpointType:
-			names = []string{reviews, ratings}
-		}
-		a.ack(r, names)
+		a.ACK(r)
 	}
 }
 
@@ -162,17 +131,17 @@ func pushOf(evs ...model.Event) pushRequest {
 // not resent, and the next change is sent.
 func TestNACK(t *testing.T) {
 	ts := startServer(t, baseStore())
-	a := openADS(t, dial(t, ts.addr), grpcNode("nacker", "default"), true)
-	a.send(EndpointType, []string{reviews}, "", "", nil)
-	r := a.next()
-	a.send(EndpointType, []string{reviews}, "", r.GetNonce(), errors.New("bad endpoints, says the client"))
+	a := openADS(t, dial(t, ts.addr), grpcNode("nacker", "default"))
+	a.Subscribe(EndpointType, reviews)
+	r := a.Next()
+	a.NACK(r, "bad endpoints, says the client")
 	// Nothing is resent; the next response is the new endpoints.
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
-	r2 := a.next()
+	r2 := a.Next()
 	if got := claAddrs(t, r2); !slices.Equal(got[reviews], []string{"10.0.0.9"}) {
 		t.Fatalf("after NACK got %v", got)
 	}
-	if r2.GetVersionInfo() == r.GetVersionInfo() {
+	if r2.Version == r.Version {
 		t.Fatal("version reused")
 	}
 	logs := ts.logs.String()
@@ -192,16 +161,16 @@ func TestNACK(t *testing.T) {
 // empty answer and the stream goes on.
 func TestUnservedType(t *testing.T) {
 	ts := startServer(t, baseStore())
-	a := openADS(t, dial(t, ts.addr), envoyNode("envoy"), true)
+	a := openADS(t, dial(t, ts.addr), envoyNode("envoy"))
 	const secretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-	a.send(secretType, []string{"default"}, "", "", nil)
-	r := a.next()
-	if r.GetTypeUrl() != secretType || len(r.GetResources()) != 0 {
-		t.Fatalf("got %s with %d resources", r.GetTypeUrl(), len(r.GetResources()))
+	a.Subscribe(secretType, "default")
+	r := a.Next()
+	if r.TypeURL != secretType || len(r.Resources) != 0 {
+		t.Fatalf("got %s with %d resources", r.TypeURL, len(r.Resources))
 	}
-	a.ack(r, []string{"default"})
-	a.send(ClusterType, []string{reviews}, "", "", nil)
-	if got := resourceNames(t, a.next()); !slices.Equal(got, []string{reviews}) {
+	a.ACK(r)
+	a.Subscribe(ClusterType, reviews)
+	if got := a.Next().Names(); !slices.Equal(got, []string{reviews}) {
 		t.Fatalf("CDS after an unserved type: %v", got)
 	}
 }
@@ -213,9 +182,9 @@ func TestVersionsDifferAcrossInstances(t *testing.T) {
 	var versions []string
 	for range 2 {
 		ts := startServer(t, st)
-		a := openADS(t, dial(t, ts.addr), grpcNode("c", "default"), true)
-		a.send(ClusterType, []string{reviews}, "", "", nil)
-		versions = append(versions, a.next().GetVersionInfo())
+		a := openADS(t, dial(t, ts.addr), grpcNode("c", "default"))
+		a.Subscribe(ClusterType, reviews)
+		versions = append(versions, a.Next().Version)
 	}
 	if versions[0] == versions[1] {
 		t.Fatalf("both servers answered version %q", versions[0])
@@ -227,31 +196,31 @@ func TestVersionsDifferAcrossInstances(t *testing.T) {
 // appear and deleted ones go.
 func TestEnvoyWildcard(t *testing.T) {
 	ts := startServer(t, baseStore())
-	a := openADS(t, dial(t, ts.addr), envoyNode("sidecar~10.1.1.1~envoy.default~default.svc.cluster.local"), true)
-	a.send(ClusterType, nil, "", "", nil)
-	r := a.next()
-	if got := resourceNames(t, r); !slices.Equal(got, []string{ratings, reviews}) {
+	a := openADS(t, dial(t, ts.addr), envoyNode("sidecar~10.1.1.1~envoy.default~default.svc.cluster.local"))
+	a.Subscribe(ClusterType)
+	r := a.Next()
+	if got := r.Names(); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("wildcard CDS %v", got)
 	}
-	a.ack(r, nil)
-	a.send(EndpointType, nil, "", "", nil)
-	r = a.next()
+	a.ACK(r)
+	a.Subscribe(EndpointType)
+	r = a.Next()
 	if got := claAddrs(t, r); len(got) != 2 {
 		t.Fatalf("wildcard EDS %v", got)
 	}
-	a.ack(r, nil)
-	a.send(ListenerType, nil, "", "", nil)
-	if r := a.next(); len(r.GetResources()) != 0 {
-		t.Fatalf("wildcard LDS for Envoy gave %d listeners", len(r.GetResources()))
+	a.ACK(r)
+	a.Subscribe(ListenerType)
+	if r := a.Next(); len(r.Resources) != 0 {
+		t.Fatalf("wildcard LDS for Envoy gave %d listeners", len(r.Resources))
 	} else {
-		a.ack(r, nil)
+		a.ACK(r)
 	}
 	ts.store.Update(service("new", "default", 80), endpoints(80, model.Healthy, "10.0.2.1"))
 	seen := map[string][]string{}
 	for len(seen) < 2 {
-		r := a.next()
-		seen[r.GetTypeUrl()] = resourceNames(t, r)
-		a.ack(r, nil)
+		r := a.Next()
+		seen[r.TypeURL] = r.Names()
+		a.ACK(r)
 	}
 	if !slices.Contains(seen[ClusterType], "outbound|80||new.default.svc.cluster.local") || len(seen[ClusterType]) != 3 {
 		t.Fatalf("CDS after add %v", seen[ClusterType])
@@ -261,10 +230,10 @@ func TestEnvoyWildcard(t *testing.T) {
 	}
 	ts.store.Delete("ratings.default.svc.cluster.local")
 	for {
-		r := a.next()
-		a.ack(r, nil)
-		if r.GetTypeUrl() == ClusterType {
-			if got := resourceNames(t, r); slices.Contains(got, ratings) || len(got) != 2 {
+		r := a.Next()
+		a.ACK(r)
+		if r.TypeURL == ClusterType {
+			if got := r.Names(); slices.Contains(got, ratings) || len(got) != 2 {
 				t.Fatalf("CDS after delete %v", got)
 			}
 			break
@@ -277,32 +246,32 @@ func TestEnvoyWildcard(t *testing.T) {
 func TestDelta(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.send(ClusterType, []string{reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local"}, nil, "")
-	r := d.next()
-	for _, res := range r.GetResources() {
-		if res.GetVersion() == "" {
-			t.Errorf("%s has no version", res.GetName())
+	d.Subscribe(ClusterType, reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local")
+	r := d.Next()
+	for _, res := range r.Resources {
+		if res.Version == "" {
+			t.Errorf("%s has no version", res.Name)
 		}
 	}
-	if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+	if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("delta CDS %v", got)
 	}
-	d.ack(r)
+	d.ACK(r)
 
 	// ratings' port changes: only ratings' old cluster is removed and the
 	// client learns nothing about reviews.
 	svc := service("ratings", "default", 7071)
 	ts.store.Update(svc, endpoints(7071, model.Healthy, "10.0.1.1"))
-	r = d.next()
-	if len(r.GetResources()) != 0 || !slices.Equal(r.GetRemovedResources(), []string{ratings}) {
-		t.Fatalf("delta after port change: %d resources, removed %v", len(r.GetResources()), r.GetRemovedResources())
+	r = d.Next()
+	if len(r.Resources) != 0 || !slices.Equal(r.Removed, []string{ratings}) {
+		t.Fatalf("delta after port change: %d resources, removed %v", len(r.Resources), r.Removed)
 	}
-	d.ack(r)
+	d.ACK(r)
 
 	// Subscribing to one more name sends just it.
-	d.send(ClusterType, []string{"outbound|7071||ratings.default.svc.cluster.local"}, nil, "")
-	r = d.next()
-	if got := deltaNames(r); !slices.Equal(got, []string{"outbound|7071||ratings.default.svc.cluster.local"}) {
+	d.Subscribe(ClusterType, "outbound|7071||ratings.default.svc.cluster.local")
+	r = d.Next()
+	if got := sortedNames(r); !slices.Equal(got, []string{"outbound|7071||ratings.default.svc.cluster.local"}) {
 		t.Fatalf("delta after subscribe: %v", got)
 	}
 }
@@ -313,16 +282,16 @@ func TestDelta(t *testing.T) {
 func TestDeltaWildcardAndExplicitName(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.send(ClusterType, []string{"*", reviews}, nil, "")
-	r := d.next()
-	if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+	d.Subscribe(ClusterType, "*", reviews)
+	r := d.Next()
+	if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("wildcard CDS %v", got)
 	}
-	d.ack(r)
+	d.ACK(r)
 	ts.store.Delete("reviews.default.svc.cluster.local")
-	r = d.next()
-	if len(r.GetResources()) != 0 || !slices.Equal(r.GetRemovedResources(), []string{reviews}) {
-		t.Fatalf("after the delete: resources %v, removed %v", deltaNames(r), r.GetRemovedResources())
+	r = d.Next()
+	if len(r.Resources) != 0 || !slices.Equal(r.Removed, []string{reviews}) {
+		t.Fatalf("after the delete: resources %v, removed %v", sortedNames(r), r.Removed)
 	}
 }
 
@@ -344,16 +313,16 @@ func TestDeltaUnsubscribeUnderWildcard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, baseStore())
 			d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-			d.send(ClusterType, []string{"*", tc.name}, nil, "")
-			r := d.next()
-			if got := deltaNames(r); !slices.Equal(got, []string{ratings, reviews}) {
+			d.Subscribe(ClusterType, "*", tc.name)
+			r := d.Next()
+			if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 				t.Fatalf("wildcard CDS %v", got)
 			}
-			d.ack(r)
-			d.send(ClusterType, nil, []string{tc.name}, "")
-			r = d.next()
-			if got := deltaNames(r); !slices.Equal(got, tc.resent) || !slices.Equal(r.GetRemovedResources(), tc.removed) {
-				t.Fatalf("after unsubscribing %s: resources %v, removed %v; want %v, %v", tc.name, got, r.GetRemovedResources(), tc.resent, tc.removed)
+			d.ACK(r)
+			d.Unsubscribe(ClusterType, tc.name)
+			r = d.Next()
+			if got := sortedNames(r); !slices.Equal(got, tc.resent) || !slices.Equal(r.Removed, tc.removed) {
+				t.Fatalf("after unsubscribing %s: resources %v, removed %v; want %v, %v", tc.name, got, r.Removed, tc.resent, tc.removed)
 			}
 		})
 	}
@@ -368,10 +337,10 @@ func TestDeltaWildcardListeners(t *testing.T) {
 	cc := dial(t, ts.addr)
 	for _, subscribe := range [][]string{nil, {"*"}} {
 		d := openDelta(t, cc, envoyNode("delta-envoy"))
-		d.send(ListenerType, subscribe, nil, "")
-		r := d.next()
-		if r.GetTypeUrl() != ListenerType || len(r.GetResources()) != 0 || len(r.GetRemovedResources()) != 0 {
-			t.Fatalf("subscribe %q: %s with resources %v, removed %v", subscribe, r.GetTypeUrl(), deltaNames(r), r.GetRemovedResources())
+		d.Subscribe(ListenerType, subscribe...)
+		r := d.Next()
+		if r.TypeURL != ListenerType || len(r.Resources) != 0 || len(r.Removed) != 0 {
+			t.Fatalf("subscribe %q: %s with resources %v, removed %v", subscribe, r.TypeURL, sortedNames(r), r.Removed)
 		}
 	}
 }
@@ -437,25 +406,15 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	var ready atomicBool
 	ts := startServer(t, baseStore(), func(o *Options) { o.Ready = ready.Load })
 	cc := dial(t, ts.addr)
-	a := openADS(t, cc, grpcNode("early", "default"), true)
-	_ = a.stream.Send(&discovery.DiscoveryRequest{Node: a.node, TypeUrl: ClusterType, ResourceNames: []string{reviews}})
-	select {
-	case err := <-a.in.errc:
-		if status.Code(err) != codes.Unavailable {
-			t.Fatalf("got %v, want Unavailable", err)
-		}
-	case r := <-a.in.recv:
-		t.Fatalf("got a response before ready: %v", r)
-	case <-timeAfter(wait):
-		t.Fatal("stream neither failed nor answered")
+	a := openADS(t, cc, grpcNode("early", "default"))
+	// The request may find the stream already ended.
+	_ = a.Client.Subscribe(ClusterType, reviews)
+	// A response first fails the test.
+	if err := a.ExpectEnd(wait); status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want Unavailable", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ds, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ds.Recv(); status.Code(err) != codes.Unavailable {
+	// A delta stream that asks for nothing is refused too.
+	if err := openDelta(t, cc, envoyNode("early-delta")).ExpectEnd(wait); status.Code(err) != codes.Unavailable {
 		t.Fatalf("delta: got %v, want Unavailable", err)
 	}
 	hs := httptest.NewServer(ts.RESTHandler())
@@ -470,9 +429,9 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	}
 
 	ready.Store(true)
-	b := openADS(t, cc, grpcNode("late", "default"), true)
-	b.send(ClusterType, []string{reviews}, "", "", nil)
-	if got := resourceNames(t, b.next()); !slices.Equal(got, []string{reviews}) {
+	b := openADS(t, cc, grpcNode("late", "default"))
+	b.Subscribe(ClusterType, reviews)
+	if got := b.Next().Names(); !slices.Equal(got, []string{reviews}) {
 		t.Fatalf("after ready %v", got)
 	}
 }
@@ -493,19 +452,16 @@ func TestSlowClient(t *testing.T) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			return &countingConn{Conn: c, read: &slowRead}, err
 		}))
-	slow := openADS(t, slowConn, grpcNode("slow", "default"), false)
-	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"), true)
-	for _, a := range []*adsStream{slow, fast} {
-		a.send(EndpointType, []string{reviews}, "", "", nil)
+	slow := xdstest.Connect(t, slowConn, xdstest.Options{Node: grpcNode("slow", "default"), Paused: true, Wait: wait})
+	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"))
+	for _, a := range []*xdstest.TestClient{slow, fast} {
+		a.Subscribe(EndpointType, reviews)
 	}
 	// Both take the small first response; then the slow client reads no
 	// more.
-	first, err := slow.stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slow.ack(first, []string{reviews})
-	r := fast.next()
+	first := slow.Receive()
+	slow.ACK(first)
+	r := fast.Next()
 
 	// 8000 endpoints make a ClusterLoadAssignment of about 200 KiB, three
 	// times the slow client's window.
@@ -516,9 +472,9 @@ func TestSlowClient(t *testing.T) {
 	readBefore := slowRead.Load()
 	const pushes = 20
 	for i := range pushes {
-		fast.ack(r, []string{reviews})
+		fast.ACK(r)
 		st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, big[i:]...))
-		r = fast.next()
+		r = fast.Next()
 		if got := claAddrs(t, r); len(got[reviews]) != len(big)-i {
 			t.Fatalf("push %d: fast client got %d endpoints", i, len(got[reviews]))
 		}
@@ -528,17 +484,17 @@ func TestSlowClient(t *testing.T) {
 	// The slow stream was blocked the whole time: its connection had not
 	// delivered even the first response it was sent since, which holds the
 	// first big version and not a later one.
-	slow.read()
-	stuck := slow.next()
-	if size := int64(proto.Size(stuck)); readDuring >= size {
+	slow.Start()
+	stuck := slow.Next()
+	if size := int64(proto.Size(stuck.SotW)); readDuring >= size {
 		t.Fatalf("the slow client read %d bytes while the fast one took %d pushes: more than the %d of its pending response, so it was never blocked", readDuring, pushes, size)
 	}
 	if got := claAddrs(t, stuck); len(got[reviews]) != len(big) {
 		t.Fatalf("the slow client's pending response has %d endpoints, want the first big version's %d", len(got[reviews]), len(big))
 	}
 	// Once it ACKs, it is sent the latest state at once.
-	slow.ack(stuck, []string{reviews})
-	if got := claAddrs(t, slow.next()); len(got[reviews]) != len(big)-pushes+1 {
+	slow.ACK(stuck)
+	if got := claAddrs(t, slow.Next()); len(got[reviews]) != len(big)-pushes+1 {
 		t.Fatalf("after its ACK the slow client got %d endpoints, want the latest %d", len(got[reviews]), len(big)-pushes+1)
 	}
 }
@@ -560,22 +516,22 @@ func (c *countingConn) Read(p []byte) (int, error) {
 func TestDisconnectLeavesNoState(t *testing.T) {
 	ts := startServer(t, baseStore())
 	cc := dial(t, ts.addr)
-	var streams []*adsStream
+	var streams []*xdstest.TestClient
 	for i := range 5 {
-		a := openADS(t, cc, grpcNode("c"+itoa(i), "default"), true)
+		a := openADS(t, cc, grpcNode("c"+itoa(i), "default"))
 		for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
 			names := []string{reviews, ratings}
 			if typ == ListenerType {
 				names = []string{"reviews:9080", "ratings:7070"}
 			}
-			a.send(typ, names, "", "", nil)
-			a.ack(a.next(), names)
+			a.Subscribe(typ, names...)
+			a.ACK(a.Next())
 		}
 		streams = append(streams, a)
 	}
 	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 20 }, "20 watches")
 	for _, a := range streams {
-		a.cancel()
+		a.Close()
 	}
 	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 0 }, "no watches")
 	deadline := time.Now().Add(wait)
@@ -643,16 +599,16 @@ func TestEndpointsPerClientKind(t *testing.T) {
 	st.Update(service("reviews", "default", 9080), eps("a"))
 	ts := startServer(t, st)
 	cc := dial(t, ts.addr)
-	envoy := openADS(t, cc, envoyNode("envoy"), true)
-	grpcc := openADS(t, cc, grpcNode("grpc", "default"), true)
-	zones := func(r *discovery.DiscoveryResponse) []string {
+	envoy := openADS(t, cc, envoyNode("envoy"))
+	grpcc := openADS(t, cc, grpcNode("grpc", "default"))
+	zones := func(r *xdstest.Response) []string {
 		t.Helper()
-		var cla endpoint.ClusterLoadAssignment
-		if len(r.GetResources()) != 1 {
-			t.Fatalf("%d resources", len(r.GetResources()))
+		if len(r.Resources) != 1 {
+			t.Fatalf("%d resources", len(r.Resources))
 		}
-		if err := r.GetResources()[0].UnmarshalTo(&cla); err != nil {
-			t.Fatal(err)
+		cla, ok := r.Resources[0].Message.(*endpoint.ClusterLoadAssignment)
+		if !ok {
+			t.Fatalf("%s: not a ClusterLoadAssignment (%v)", r.Resources[0].Name, r.Err)
 		}
 		var out []string
 		for _, l := range cla.GetEndpoints() {
@@ -670,18 +626,18 @@ func TestEndpointsPerClientKind(t *testing.T) {
 		if step.drainingZone != "a" {
 			st.Update(service("reviews", "default", 9080), eps(step.drainingZone))
 		} else {
-			envoy.send(EndpointType, []string{reviews}, "", "", nil)
-			grpcc.send(EndpointType, []string{reviews}, "", "", nil)
+			envoy.Subscribe(EndpointType, reviews)
+			grpcc.Subscribe(EndpointType, reviews)
 		}
-		re, rg := envoy.next(), grpcc.next()
+		re, rg := envoy.Next(), grpcc.Next()
 		if got := zones(re); !slices.Equal(got, step.envoy) {
 			t.Errorf("zone %s draining: Envoy got localities %v, want %v", step.drainingZone, got, step.envoy)
 		}
 		if got := zones(rg); !slices.Equal(got, step.grpc) {
 			t.Errorf("zone %s draining: gRPC got localities %v, want %v", step.drainingZone, got, step.grpc)
 		}
-		envoy.ack(re, []string{reviews})
-		grpcc.ack(rg, []string{reviews})
+		envoy.ACK(re)
+		grpcc.ACK(rg)
 	}
 }
 
@@ -694,15 +650,15 @@ func TestMarshalledOncePerContent(t *testing.T) {
 	const perKind = 10
 	ts := startServer(t, baseStore())
 	cc := dial(t, ts.addr)
-	var clients []*adsStream
+	var clients []*xdstest.TestClient
 	for i := range perKind {
-		clients = append(clients, openADS(t, cc, grpcNode("grpc-"+itoa(i), "default"), true),
-			openADS(t, cc, envoyNode("envoy-"+itoa(i)), true))
+		clients = append(clients, openADS(t, cc, grpcNode("grpc-"+itoa(i), "default")),
+			openADS(t, cc, envoyNode("envoy-"+itoa(i))))
 	}
 	for _, a := range clients {
 		for _, typ := range []string{ClusterType, EndpointType} {
-			a.send(typ, []string{reviews}, "", "", nil)
-			a.ack(a.next(), []string{reviews})
+			a.Subscribe(typ, reviews)
+			a.ACK(a.Next())
 		}
 	}
 	// One cluster, and one ClusterLoadAssignment for both kinds.
@@ -712,11 +668,11 @@ func TestMarshalledOncePerContent(t *testing.T) {
 
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
 	for _, a := range clients {
-		r := a.next()
-		if got := claAddrs(t, r); r.GetTypeUrl() != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
-			t.Fatalf("%s got %s %v", a.node.GetId(), r.GetTypeUrl(), got)
+		r := a.Next()
+		if got := claAddrs(t, r); r.TypeURL != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
+			t.Fatalf("%s got %s %v", a.Node().GetId(), r.TypeURL, got)
 		}
-		a.ack(r, []string{reviews})
+		a.ACK(r)
 	}
 	if got := ts.Stats().Marshals; got != 2+1 {
 		t.Fatalf("%d marshals after one endpoint change, want 2 + 1", got)
@@ -730,12 +686,12 @@ func TestMarshalledOncePerContent(t *testing.T) {
 	ts.store.Update(service("reviews", "default", 9080),
 		append(endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"), draining))
 	for _, a := range clients {
-		if a.node.GetUserAgentName() != "envoy" {
+		if a.Node().GetUserAgentName() != "envoy" {
 			continue
 		}
-		r := a.next()
+		r := a.Next()
 		if got, want := claAddrs(t, r)[reviews], []string{"10.0.0.1", "10.0.0.3", "10.0.0.9"}; !slices.Equal(got, want) {
-			t.Fatalf("%s got %v, want %v", a.node.GetId(), got, want)
+			t.Fatalf("%s got %v, want %v", a.Node().GetId(), got, want)
 		}
 	}
 	if got := ts.Stats().Marshals; got != 3+2 {

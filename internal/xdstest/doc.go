@@ -14,9 +14,11 @@
 //   - Open opens the stream; the first request carries the node. The
 //     client then reads responses in a goroutine of its own into a queue
 //     that Next reads; with Options.Paused it reads nothing until the
-//     caller calls Receive (one response) or Start (all of them), which is
-//     how a test makes a client that does not read and how a caller runs
-//     the reading in its own goroutine.
+//     caller calls Receive or ReceiveInto (one response) or Start (all of
+//     them), which is how a test makes a client that does not read and how
+//     a caller reads in its own goroutine (meshbench's clients, with
+//     Options.Forget and ReceiveInto, cost no more per response than a
+//     bare stream).
 //   - Subscribe, Unsubscribe and SetSubscription change what the client
 //     asks for per type URL. On a state of the world stream every request
 //     names the whole subscription and carries the type's last ACKed
