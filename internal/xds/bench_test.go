@@ -58,7 +58,7 @@ func (c *benchClient) watch(b *testing.B, s *Server) {
 func BenchmarkPushEndpointChange(b *testing.B) {
 	const clients = 1000
 	st := benchModel(200, 5)
-	s := NewServer(Options{Discovery: storeDiscovery{st}})
+	s := NewServer(Options{Discovery: st})
 	hot := model.Hostname("svc-0.default.svc.cluster.local")
 	cs := make([]*benchClient, clients)
 	for i := range cs {
@@ -114,7 +114,7 @@ func BenchmarkGenerate(b *testing.B) {
 	name := model.ClusterName(8080, "", "svc-1.default.svc.cluster.local")
 	client := &Client{Namespace: "default", GRPC: true}
 	names := map[string]string{ListenerType: "svc-1:8080", RouteType: name, ClusterType: name, EndpointType: name}
-	for _, g := range generators(GeneratorOptions{Discovery: storeDiscovery{st}}) {
+	for _, g := range generators(GeneratorOptions{Discovery: st}) {
 		typ := g.Type()
 		b.Run(typ.Short+"+marshal", func(b *testing.B) {
 			b.ReportAllocs()
@@ -150,7 +150,7 @@ func benchEndToEnd(b *testing.B, leading bool) {
 	const clients = 100
 	const after = 100 * time.Millisecond
 	st := benchModel(200, 5)
-	s := NewServer(Options{Discovery: storeDiscovery{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := NewServer(Options{Discovery: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	d := push.NewDebouncer(push.Options{DebounceAfter: after, DebounceMax: time.Second, LeadingEdge: leading}, s.Push)

@@ -19,7 +19,7 @@ func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
 	// The server reads live; the debouncer watches another store that
 	// never changes, so that this test makes every push itself.
 	live := baseStore()
-	ts := startServer(t, model.NewStore(), func(o *Options) { o.Discovery = storeDiscovery{live} })
+	ts := startServer(t, model.NewStore(), func(o *Options) { o.Discovery = live })
 	a := openADS(t, dial(t, ts.addr), grpcNode("client", "default"))
 	// subscribe asks for names (with the version and nonce of the type's
 	// last response, which it ACKed) and ACKs the answer, whose names it

@@ -70,7 +70,7 @@ func TestEndpointsPerClient(t *testing.T) {
 					Health: e.health, Locality: model.Locality{Region: "r", Zone: e.zone}})
 			}
 			st.Update(svc, eps)
-			cla := serve(storeDiscovery{st}).endpoints(t, tc.client, model.ClusterName(80, "", svc.Hostname))
+			cla := serve(st).endpoints(t, tc.client, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(cla); err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestEndpointVariantsShared(t *testing.T) {
 			{Address: "10.0.1.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r", Zone: "b"}},
 		})
 	}
-	m := serve(storeDiscovery{st})
+	m := serve(st)
 	for i := range 20 {
 		zone := []string{"a", "b"}[i%2]
 		c := Client{Namespace: "default", GRPC: i%4 < 2, NodeName: fmt.Sprint("node-", i),

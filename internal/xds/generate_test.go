@@ -77,7 +77,7 @@ func TestLocalityWeights(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(service("svc", "default", 80), eps)
-			g := serve(storeDiscovery{st})
+			g := serve(st)
 			name := model.ClusterName(80, "", "svc.default.svc.cluster.local")
 			for _, c := range []struct {
 				client Client
@@ -136,7 +136,7 @@ func TestClusterOptions(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(svc, nil)
-			c := serve(storeDiscovery{st}).cluster(t, model.ClusterName(80, "", svc.Hostname))
+			c := serve(st).cluster(t, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(c); err != nil {
 				t.Fatal(err)
 			}

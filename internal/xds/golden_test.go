@@ -171,7 +171,7 @@ func TestGolden(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 				t.Fatal(err)
 			}
-			g := serve(storeDiscovery{loadModel(t, &in, model.DefaultDomainSuffix)})
+			g := serve(loadModel(t, &in, model.DefaultDomainSuffix))
 			out := map[string]map[string][]json.RawMessage{} // type -> client -> resources
 			for _, c := range in.Clients {
 				client := ClientFromNode(c.node(t))
@@ -270,9 +270,3 @@ func removeStaleGolden(t *testing.T, want map[string]bool) {
 		}
 	}
 }
-
-// storeDiscovery adapts model.Store, which lacks WorkloadByIP, to
-// model.ServiceDiscovery.
-type storeDiscovery struct{ *model.Store }
-
-func (storeDiscovery) WorkloadByIP(string) *model.Workload { return nil }

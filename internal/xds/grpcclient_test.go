@@ -153,7 +153,7 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 	st := model.NewStore()
 	svc := service("echo", "default", 9080)
 	st.Update(svc, nil)
-	g := serve(storeDiscovery{st})
+	g := serve(st)
 	name := model.ClusterName(9080, "", svc.Hostname)
 	grpcClient := Client{Namespace: "default", GRPC: true}
 

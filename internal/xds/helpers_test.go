@@ -58,7 +58,7 @@ func startServer(t testing.TB, store *model.Store, opts ...serverOpt) *testServe
 	t.Helper()
 	logs := &syncBuffer{}
 	o := Options{
-		Discovery: storeDiscovery{store},
+		Discovery: store,
 		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range opts {

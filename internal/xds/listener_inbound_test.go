@@ -31,7 +31,6 @@ func TestInboundListener(t *testing.T) {
 	})
 	// other: a service of another namespace whose endpoint is 10.0.0.7:7070.
 	st.Update(service("other", "elsewhere", 7070), endpoints(7070, model.Healthy, "10.0.0.7"))
-	d := storeDiscovery{st}
 	pod7 := Client{Namespace: "apps", IPs: []string{"10.0.0.7"}}
 
 	for _, tc := range []struct {
@@ -55,7 +54,7 @@ func TestInboundListener(t *testing.T) {
 		{"not an inbound name", pod7, "echo:9080", ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			l, _ := inboundListener(d, tc.client, tc.name)
+			l, _ := inboundListener(st, tc.client, tc.name)
 			if tc.address == "" {
 				if l != nil {
 					t.Fatalf("got a listener, want none: %v", l)
@@ -78,7 +77,7 @@ func TestInboundListener(t *testing.T) {
 
 	t.Run("what the answer was decided from", func(t *testing.T) {
 		st.Update(service("idle", "apps", 1234), nil)
-		_, got := inboundListener(d, pod7, model.InboundListenerPrefix+"0.0.0.0:8080")
+		_, got := inboundListener(st, pod7, model.InboundListenerPrefix+"0.0.0.0:8080")
 		want := inboundTargets{
 			Serving:    []model.Hostname{echo.Hostname},
 			Considered: []model.Hostname{echo.Hostname, "idle.apps.svc.cluster.local"},

@@ -30,7 +30,7 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 			&model.Endpoint{Address: addr, Port: 8125, ServicePortName: "statsd"})
 	}
 	st.Update(dns, eps)
-	g := serve(storeDiscovery{st})
+	g := serve(st)
 	name := model.ClusterName(53, "", dns.Hostname)
 
 	for _, c := range []Client{{Namespace: "kube-system", GRPC: true}, {Namespace: "kube-system"}} {
