@@ -145,6 +145,18 @@ func (p InternalTrafficPolicy) String() string {
 // MarshalText lets the policy appear by name in JSON.
 func (p InternalTrafficPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
+// UnmarshalText reads the name MarshalText writes: debug pages are read
+// back (meshpilot status), and a name must not fail where a number would.
+func (p *InternalTrafficPolicy) UnmarshalText(b []byte) error {
+	for _, v := range []InternalTrafficPolicy{InternalTrafficCluster, InternalTrafficLocal} {
+		if v.String() == string(b) {
+			*p = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown internal traffic policy %q", b)
+}
+
 // TrafficDistribution is a preference for endpoints close to the client:
 // they are preferred (priority 0) while any is there, the others take over
 // (priority 1) when none is.
@@ -172,6 +184,17 @@ func (d TrafficDistribution) String() string {
 
 // MarshalText lets the preference appear by name in JSON.
 func (d TrafficDistribution) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads the name MarshalText writes ("" for no preference).
+func (d *TrafficDistribution) UnmarshalText(b []byte) error {
+	for _, v := range []TrafficDistribution{TrafficDistributionAny, PreferSameZone, PreferSameNode} {
+		if v.String() == string(b) {
+			*d = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown traffic distribution %q", b)
+}
 
 // PortByNumber returns the port a number means: the first port with that
 // number whose protocol is not UDP. Kubernetes lets one number carry two

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 )
@@ -98,6 +99,36 @@ func TestServiceEqual(t *testing.T) {
 		tc.change(b)
 		if a.Equal(b) || b.Equal(a) {
 			t.Errorf("%s: a changed service is still equal", tc.desc)
+		}
+	}
+}
+
+// TestServiceJSONRoundTrip: debug pages carry services as JSON and
+// `meshpilot status` reads them back, so every field, the client-dependent
+// policies by name, must survive the trip.
+func TestServiceJSONRoundTrip(t *testing.T) {
+	for _, svc := range []*Service{
+		{Hostname: "a.ns.svc.cluster.local", Name: "a", Namespace: "ns", Ports: []Port{{Name: "grpc", Port: 80, Protocol: GRPC}}},
+		{Hostname: "b.ns.svc.cluster.local", Name: "b", Namespace: "ns", Resolution: Passthrough,
+			InternalTrafficPolicy: InternalTrafficLocal, TrafficDistribution: PreferSameZone},
+		{Hostname: "c.ns.svc.cluster.local", Name: "c", Namespace: "ns", TrafficDistribution: PreferSameNode},
+	} {
+		b, err := json.Marshal(svc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Service
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !got.Equal(svc) {
+			t.Errorf("%s read back as %+v", b, got)
+		}
+	}
+	for _, bad := range []string{`{"internalTrafficPolicy":"Nearby"}`, `{"trafficDistribution":"PreferClose"}`} {
+		var s Service
+		if err := json.Unmarshal([]byte(bad), &s); err == nil {
+			t.Errorf("%s read as %+v", bad, s)
 		}
 	}
 }
