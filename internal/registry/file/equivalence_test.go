@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +23,10 @@ import (
 // locality source, a headless, an ExternalName and a kube-dns-like
 // Service, a draining, a not-ready and a terminating endpoint, a slice
 // endpoint found by IP (whose IP a finished Pod held before), a slice
-// with a stale target port, an IPv6 and an FQDN slice. {{ns}} is the
+// with a stale target port, an IPv6 and an FQDN slice, Services with an
+// internal traffic policy and traffic distributions (PreferClose among
+// them) and endpoints whose node only their slice names, or names
+// otherwise than their Pod. {{ns}} is the
 // test's namespace. Addresses are documentation ones (192.0.2.0/24,
 // 2001:db8::/32): the API server refuses loopback endpoints. A folder has
 // no allocator, so Services name their cluster IPs, as `kubectl get -o
@@ -86,6 +90,23 @@ spec:
   ports:
   - {name: http, port: 80, targetPort: http-web}
   - {name: h2, port: 81, appProtocol: kubernetes.io/h2c}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: local, namespace: {{ns}}}
+spec:
+  clusterIP: 10.96.200.13
+  internalTrafficPolicy: Local
+  trafficDistribution: PreferClose
+  ports: [{name: grpc, port: 7070}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: near, namespace: {{ns}}}
+spec:
+  clusterIP: 10.96.200.14
+  trafficDistribution: PreferSameNode
+  ports: [{name: grpc, port: 7070}]
 `,
 	"pods.yaml": `apiVersion: v1
 kind: Pod
@@ -211,12 +232,36 @@ ports: [{name: http, port: 8080}, {name: h2, port: 81}]
 endpoints:
 - addresses: [192.0.2.51]
   hostname: web-0
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: local-1, namespace: {{ns}}, labels: {kubernetes.io/service-name: local}}
+addressType: IPv4
+ports: [{name: grpc, port: 7070}]
+endpoints:
+- addresses: [192.0.2.61]
+  nodeName: {{ns}}-a
+- addresses: [192.0.2.62]
+  nodeName: {{ns}}-b
+  zone: zone-y
+- addresses: [192.0.2.11]
+  nodeName: {{ns}}-c
+  targetRef: {kind: Pod, name: greeter-1}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: near-1, namespace: {{ns}}, labels: {kubernetes.io/service-name: near}}
+addressType: IPv4
+ports: [{name: grpc, port: 7070}]
+endpoints:
+- addresses: [192.0.2.63]
+  nodeName: {{ns}}-c
 `,
 }
 
 // clusterIPs are the Pod and endpoint addresses of clusterManifests.
 var clusterIPs = []string{"192.0.2.11", "192.0.2.12", "192.0.2.13", "2001:db8::13", "192.0.2.14", "192.0.2.20",
-	"192.0.2.31", "192.0.2.41", "192.0.2.42", "2001:db8::41", "192.0.2.51"}
+	"192.0.2.31", "192.0.2.41", "192.0.2.42", "2001:db8::41", "192.0.2.51", "192.0.2.61", "192.0.2.62", "192.0.2.63"}
 
 // modelView is everything a registry serves, each item as JSON, by key:
 // "service <host>", "endpoints <host>:<port>", "workload <ip>". JSON of
@@ -344,8 +389,23 @@ func TestSameModelAsTheKubernetesRegistry(t *testing.T) {
 	}
 
 	// Not two empty models: the mesh is there.
-	if svcs, eps := fromFiles.Len(); svcs != 5 || eps < 8 {
-		t.Fatalf("%d services and %d endpoints; want 5 services and at least 8 endpoints", svcs, eps)
+	if svcs, eps := fromFiles.Len(); svcs != 7 || eps < 12 {
+		t.Fatalf("%d services and %d endpoints; want 7 services and at least 12 endpoints", svcs, eps)
+	}
+	local, near := model.ServiceHostname("local", ns, ""), model.ServiceHostname("near", ns, "")
+	if svc := fromFiles.GetService(local); svc == nil || svc.InternalTrafficPolicy != model.InternalTrafficLocal || svc.TrafficDistribution != model.PreferSameZone {
+		t.Fatalf("service %s: %+v, want internal traffic Local and PreferSameZone", local, svc)
+	}
+	if svc := fromFiles.GetService(near); svc == nil || svc.InternalTrafficPolicy != model.InternalTrafficCluster || svc.TrafficDistribution != model.PreferSameNode {
+		t.Fatalf("service %s: %+v, want internal traffic Cluster and PreferSameNode", near, svc)
+	}
+	nodes := map[string]string{}
+	for _, ep := range fromFiles.Endpoints(local, 7070, nil) {
+		nodes[ep.Address] = ep.NodeName
+	}
+	// The slice's node where no Pod is known; the Pod's over the slice's.
+	if want := map[string]string{"192.0.2.61": ns + "-a", "192.0.2.62": ns + "-b", "192.0.2.11": ns + "-a"}; !maps.Equal(nodes, want) {
+		t.Fatalf("nodes of %s's endpoints: %v, want %v", local, nodes, want)
 	}
 	if w := fromFiles.WorkloadByIP("192.0.2.20"); w == nil || w.Name != "new-1" {
 		t.Fatalf("workload of 192.0.2.20: %+v, want the running Pod new-1", w)

@@ -73,6 +73,11 @@ spec: {type: ExternalName, externalName: example.com.}
 		"status: {phase: Running, podIP: 10.0.0.1, podIPs: [{ip: 10.0.0.1}, {ip: \"2001:db8::1\"}], conditions: [{type: Ready, status: \"True\"}]}\n", []string{"Pod"}},
 	{"a Service name that starts with a digit", "apiVersion: v1\nkind: Service\nmetadata: {name: 1echo}\nspec: {ports: [{port: 80}]}\n", []string{"Service"}},
 	{"a headless Service without ports", "apiVersion: v1\nkind: Service\nmetadata: {name: h}\nspec: {clusterIP: None}\n", []string{"Service"}},
+	{"traffic policies", goodService + "  internalTrafficPolicy: Local\n  trafficDistribution: PreferSameZone\n---\n" +
+		strings.Replace(goodService, "name: echo", "name: near", 1) + "  internalTrafficPolicy: Cluster\n  trafficDistribution: PreferSameNode\n---\n" +
+		strings.Replace(goodService, "name: echo", "name: close", 1) + "  trafficDistribution: PreferClose\n---\n" +
+		"apiVersion: v1\nkind: Service\nmetadata: {name: alias}\nspec: {type: ExternalName, externalName: example.com, internalTrafficPolicy: Local, trafficDistribution: PreferSameZone}\n",
+		[]string{"Service", "Service", "Service", "Service"}},
 	{"a value of a field the registry does not read", goodService + "  sessionAffinity: Sometimes\n", []string{"Service"}},
 	{"a targetRef to no Pod", goodSlice + "  targetRef: {kind: Pod, name: Not_A_Pod, namespace: elsewhere}\n", []string{"EndpointSlice"}},
 	{"a slice with every field the registry reads", `apiVersion: discovery.k8s.io/v1
@@ -168,6 +173,10 @@ var invalidManifests = []invalidCase{
 	{"bad cluster IP", goodService + "  clusterIP: 10.0.0.300\n", 1, 1, "spec.clusterIP", "valid IP"},
 	{"bad selector", goodService + "  selector: {\"app/x/y\": a}\n", 1, 1, "spec.selector", ""},
 	{"bad service type", goodService + "  type: Magic\n", 1, 1, "spec.type", "Unsupported value"},
+	{"unknown internalTrafficPolicy", goodService + "  internalTrafficPolicy: Node\n", 1, 1, "spec.internalTrafficPolicy", "Unsupported value"},
+	{"internalTrafficPolicy in lower case", goodService + "  internalTrafficPolicy: local\n", 1, 1, "spec.internalTrafficPolicy", "Unsupported value"},
+	{"unknown trafficDistribution", goodService + "  trafficDistribution: PreferSameRack\n", 1, 1, "spec.trafficDistribution", "Unsupported value"},
+	{"trafficDistribution in lower case", goodService + "  trafficDistribution: prefersamezone\n", 1, 1, "spec.trafficDistribution", "Unsupported value"},
 	{"ExternalName without a name", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {type: ExternalName}\n", 1, 1, "spec.externalName", "Required"},
 	{"unknown field", strings.Replace(goodService, "ports:", "prots:", 1), 1, 1, "spec.prots", "unknown field"},
 	{"duplicate key", goodService + "  ports: []\n", 1, 1, "", "line 9: key \"ports\" already set"},

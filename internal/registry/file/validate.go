@@ -3,6 +3,7 @@ package file
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -168,8 +169,22 @@ func validateService(svc *corev1.Service) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("clusterIPs").Index(0), svc.Spec.ClusterIPs[0], "must match spec.clusterIP"))
 	}
 	errs = append(errs, metav1validation.ValidateLabels(svc.Spec.Selector, spec.Child("selector"))...)
+	if p := svc.Spec.InternalTrafficPolicy; p != nil && !slices.Contains(internalTrafficPolicies, *p) {
+		errs = append(errs, field.NotSupported(spec.Child("internalTrafficPolicy"), *p, internalTrafficPolicies))
+	}
+	if d := svc.Spec.TrafficDistribution; d != nil && !slices.Contains(trafficDistributions, *d) {
+		errs = append(errs, field.NotSupported(spec.Child("trafficDistribution"), *d, trafficDistributions))
+	}
 	return errs
 }
+
+// The values the API server takes, whatever the Service's type; it warns
+// about PreferClose (deprecated, PreferSameZone's former name) but stores
+// it.
+var (
+	internalTrafficPolicies = []corev1.ServiceInternalTrafficPolicy{corev1.ServiceInternalTrafficPolicyCluster, corev1.ServiceInternalTrafficPolicyLocal}
+	trafficDistributions    = []string{corev1.ServiceTrafficDistributionPreferClose, corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferSameNode}
+)
 
 func validateTargetPort(tp intstr.IntOrString, fld *field.Path) field.ErrorList {
 	switch tp.Type {

@@ -457,6 +457,65 @@ func TestHeadlessAndExternalName(t *testing.T) {
 	})
 }
 
+// TestTrafficPoliciesReachTheModel: spec.internalTrafficPolicy and
+// spec.trafficDistribution, as a real API server stores them (PreferClose
+// with its deprecation warning), reach the model, and a change of either
+// is a service change, since the endpoints each client gets depend on
+// them; an endpoint's node comes from its slice when no Pod is behind it.
+func TestTrafficPoliciesReachTheModel(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, rec := startController(t, Options{Namespaces: []string{ns}})
+	host := model.ServiceHostname("policy", ns, model.DefaultDomainSuffix)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy", Namespace: ns},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{grpcPort},
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+			TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose)},
+	}
+	if _, err := env.Client.CoreV1().Services(ns).Create(ctx(t), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns, NoEndpoints: true})
+	if got := c.GetService(host); got.InternalTrafficPolicy != model.InternalTrafficLocal || got.TrafficDistribution != model.PreferSameZone {
+		t.Fatalf("service = %+v, want internal traffic Local and PreferSameZone", got)
+	}
+
+	node := nodeName(t, "n1")
+	mustCreateSlice(t, slice(ns, "policy-1", "policy", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.70", node: node}))
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
+	if eps := c.Endpoints(host, 8080, nil); len(eps) != 1 || eps[0].NodeName != node {
+		t.Fatalf("endpoints = %+v, want one on node %s", eps, node)
+	}
+
+	// The API server defaults an unset policy to Cluster.
+	cur, err := env.Client.CoreV1().Services(ns).Get(ctx(t), "policy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.InternalTrafficPolicy = nil
+	cur.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode)
+	if _, err := env.Client.CoreV1().Services(ns).Update(ctx(t), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns})
+	if got := c.GetService(host); got.InternalTrafficPolicy != model.InternalTrafficCluster || got.TrafficDistribution != model.PreferSameNode {
+		t.Fatalf("service = %+v, want internal traffic Cluster and PreferSameNode", got)
+	}
+
+	// A distribution removed is no preference.
+	if cur, err = env.Client.CoreV1().Services(ns).Get(ctx(t), "policy", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.TrafficDistribution = nil
+	if _, err := env.Client.CoreV1().Services(ns).Update(ctx(t), cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: host, Namespace: ns})
+	if got := c.GetService(host); got.InternalTrafficPolicy != model.InternalTrafficCluster || got.TrafficDistribution != model.TrafficDistributionAny {
+		t.Fatalf("service = %+v, want internal traffic Cluster and no preference", got)
+	}
+}
+
 func TestNamespaceListScope(t *testing.T) {
 	in := env.Namespace(t, nil)
 	out := env.Namespace(t, nil)

@@ -340,6 +340,47 @@ func TestConvertService(t *testing.T) {
 	}
 }
 
+// TestConvertServiceTrafficPolicies: spec.internalTrafficPolicy and
+// spec.trafficDistribution reach the model with Kubernetes' meanings:
+// unset is Cluster and no preference, PreferClose is PreferSameZone's
+// former name, and a value this version does not know is no preference.
+func TestConvertServiceTrafficPolicies(t *testing.T) {
+	local, cluster, odd := corev1.ServiceInternalTrafficPolicyLocal, corev1.ServiceInternalTrafficPolicyCluster, corev1.ServiceInternalTrafficPolicy("Nearby")
+	tests := []struct {
+		desc       string
+		spec       corev1.ServiceSpec
+		wantPolicy model.InternalTrafficPolicy
+		wantDist   model.TrafficDistribution
+	}{
+		{"unset", corev1.ServiceSpec{}, model.InternalTrafficCluster, model.TrafficDistributionAny},
+		{"Cluster", corev1.ServiceSpec{InternalTrafficPolicy: &cluster}, model.InternalTrafficCluster, model.TrafficDistributionAny},
+		{"Local", corev1.ServiceSpec{InternalTrafficPolicy: &local}, model.InternalTrafficLocal, model.TrafficDistributionAny},
+		{"unknown policy", corev1.ServiceSpec{InternalTrafficPolicy: &odd}, model.InternalTrafficCluster, model.TrafficDistributionAny},
+		{"PreferSameZone", corev1.ServiceSpec{TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferSameZone)}, model.InternalTrafficCluster, model.PreferSameZone},
+		{"PreferClose is PreferSameZone", corev1.ServiceSpec{TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferClose)}, model.InternalTrafficCluster, model.PreferSameZone},
+		{"PreferSameNode", corev1.ServiceSpec{TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferSameNode)}, model.InternalTrafficCluster, model.PreferSameNode},
+		{"unknown distribution", corev1.ServiceSpec{TrafficDistribution: new("PreferSameRack")}, model.InternalTrafficCluster, model.TrafficDistributionAny},
+		{"values are case-sensitive", corev1.ServiceSpec{TrafficDistribution: new("prefersamezone")}, model.InternalTrafficCluster, model.TrafficDistributionAny},
+		{"both", corev1.ServiceSpec{InternalTrafficPolicy: &local, TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferSameNode)},
+			model.InternalTrafficLocal, model.PreferSameNode},
+		{"headless", corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, InternalTrafficPolicy: &local, TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferSameZone)},
+			model.InternalTrafficLocal, model.PreferSameZone},
+		{"ExternalName", corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "a.example.com",
+			InternalTrafficPolicy: &local, TrafficDistribution: new(corev1.ServiceTrafficDistributionPreferSameZone)},
+			model.InternalTrafficLocal, model.PreferSameZone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: tt.spec}
+			svc.Spec.Ports = []corev1.ServicePort{{Name: "grpc", Port: 80}}
+			got := kubeconv.ConvertService(svc, "cluster.local")
+			if got.InternalTrafficPolicy != tt.wantPolicy || got.TrafficDistribution != tt.wantDist {
+				t.Errorf("got %v, %q; want %v, %q", got.InternalTrafficPolicy, got.TrafficDistribution, tt.wantPolicy, tt.wantDist)
+			}
+		})
+	}
+}
+
 func TestConvertServiceNil(t *testing.T) {
 	if got := kubeconv.ConvertService(nil, "cluster.local"); got != nil {
 		t.Errorf("ConvertService(nil) = %+v, want nil", got)
@@ -477,6 +518,43 @@ func TestBuildEndpointsFull(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("BuildEndpoints =\n%+v\nwant\n%+v", cvDeref(got), cvDeref(want))
+	}
+}
+
+// TestBuildEndpointsNodeName: an endpoint's node, which
+// internalTrafficPolicy Local and PreferSameNode compare with the client's,
+// is its Pod's spec.nodeName (Istio reads the Pod's alone), else the slice
+// endpoint's nodeName: a slice may name no Pod, or one not cached yet.
+func TestBuildEndpointsNodeName(t *testing.T) {
+	f := newCVFixture()
+	f.addPod(cvPod("ns", "placed", "10.0.0.1", "node-a", nil))
+	f.addPod(cvPod("ns", "unplaced", "10.0.0.2", "", nil))
+	tests := []struct {
+		desc      string
+		ref       *corev1.ObjectReference
+		address   string
+		sliceNode *string
+		want      string
+	}{
+		{"the Pod's node", cvPodRef("placed"), "10.0.0.1", nil, "node-a"},
+		{"the Pod's node over the slice's", cvPodRef("placed"), "10.0.0.1", new("node-b"), "node-a"},
+		{"the Pod found by IP", nil, "10.0.0.1", new("node-b"), "node-a"},
+		{"a Pod without a node: the slice's", cvPodRef("unplaced"), "10.0.0.2", new("node-b"), "node-b"},
+		{"no Pod: the slice's", nil, "10.0.0.9", new("node-b"), "node-b"},
+		{"a Pod not cached yet: the slice's", cvPodRef("later"), "10.0.0.9", new("node-b"), "node-b"},
+		{"nowhere", nil, "10.0.0.9", nil, ""},
+	}
+	svc := cvService(model.Port{Name: "grpc", Port: 80, TargetPort: 8080, Protocol: model.GRPC})
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			ep := cvEndpoint(tt.ref, true, tt.address)
+			ep.NodeName = tt.sliceNode
+			slice := cvSlice("svc-abc", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("grpc"), 8080)}, ep)
+			got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+			if len(got) != 1 || got[0].NodeName != tt.want {
+				t.Fatalf("endpoints %+v, want one on node %q", cvDeref(got), tt.want)
+			}
+		})
 	}
 }
 

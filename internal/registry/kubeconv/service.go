@@ -24,6 +24,10 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		Namespace:  svc.Namespace,
 		Resolution: model.ClientSideLB,
 		Labels:     maps.Clone(svc.Labels),
+		// Read whatever the type, as Istio does: they matter only where
+		// there are endpoints, which an ExternalName Service has none of.
+		InternalTrafficPolicy: internalTrafficPolicy(svc.Spec.InternalTrafficPolicy),
+		TrafficDistribution:   trafficDistribution(svc.Spec.TrafficDistribution),
 	}
 	if len(svc.Spec.Ports) > 0 {
 		out.Ports = make([]model.Port, 0, len(svc.Spec.Ports))
@@ -57,6 +61,33 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		}
 	}
 	return out
+}
+
+// internalTrafficPolicy reads spec.internalTrafficPolicy. Unset is
+// Cluster: the API server defaults it so for every type but ExternalName,
+// and a hand-written manifest may leave it out.
+func internalTrafficPolicy(p *corev1.ServiceInternalTrafficPolicy) model.InternalTrafficPolicy {
+	if p != nil && *p == corev1.ServiceInternalTrafficPolicyLocal {
+		return model.InternalTrafficLocal
+	}
+	return model.InternalTrafficCluster
+}
+
+// trafficDistribution reads spec.trafficDistribution. PreferClose is
+// PreferSameZone's former name, with the same meaning (deprecated: the API
+// server warns). A value this version does not know is no preference, as
+// in Istio: the field is a hint.
+func trafficDistribution(d *string) model.TrafficDistribution {
+	if d == nil {
+		return model.TrafficDistributionAny
+	}
+	switch *d {
+	case corev1.ServiceTrafficDistributionPreferSameZone, corev1.ServiceTrafficDistributionPreferClose:
+		return model.PreferSameZone
+	case corev1.ServiceTrafficDistributionPreferSameNode:
+		return model.PreferSameNode
+	}
+	return model.TrafficDistributionAny
 }
 
 func convertServicePort(p corev1.ServicePort) model.Port {
