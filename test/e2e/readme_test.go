@@ -66,7 +66,7 @@ var readmeFlows = []readmeFlow{
 		"meshpilot status --server http://127.0.0.1:15014",
 	}, runServeClusterToClient},
 	{"bootstrap in a deployed client's Pod", []string{"meshpilot bootstrap --xds-server meshpilot.meshpilot-system.svc:15010 > bootstrap.json"}, runBootstrapInPod},
-	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/xds/"}, runBenchmarks},
+	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/registry/kubeconv/ ./internal/xds/"}, runBenchmarks},
 }
 
 // readmeInCI are README commands that .ci/run runs as written (checked).
