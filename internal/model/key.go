@@ -11,7 +11,7 @@ package model
 type ConfigKey struct {
 	Kind KeyKind
 	// Name identifies the part within its kind: the hostname for
-	// KindService and KindEndpoints.
+	// KindService and KindEndpoints, the namespace for KindNamespace.
 	Name string
 }
 
@@ -28,6 +28,12 @@ const (
 	// push.Request), so what reads both the definition and the endpoints
 	// of a service depends on this key alone.
 	KindEndpoints
+	// KindNamespace is the set of services of a namespace: it changes
+	// with every change of a service there, one created included. What is
+	// decided by looking over a namespace's services (which of them hold a
+	// gRPC server's address) depends on it: a service that does not exist
+	// yet has no key of its own to depend on.
+	KindNamespace
 )
 
 func (k KeyKind) String() string {
@@ -36,6 +42,8 @@ func (k KeyKind) String() string {
 		return "Service"
 	case KindEndpoints:
 		return "Endpoints"
+	case KindNamespace:
+		return "Namespace"
 	}
 	return "Unknown"
 }
@@ -45,5 +53,8 @@ func ServiceKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindService, Name
 
 // EndpointsKey is the key of a service's endpoints.
 func EndpointsKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindEndpoints, Name: string(h)} }
+
+// NamespaceKey is the key of a namespace's set of services.
+func NamespaceKey(ns string) ConfigKey { return ConfigKey{Kind: KindNamespace, Name: ns} }
 
 func (k ConfigKey) String() string { return k.Kind.String() + "/" + k.Name }

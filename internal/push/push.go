@@ -24,6 +24,9 @@ type Request struct {
 	// only their ClusterLoadAssignments are regenerated and sent, and only
 	// to the clients subscribed to them.
 	EndpointsOnly map[model.Hostname]struct{}
+	// Namespaces are the namespaces of the services in Services, whose
+	// set of services changed (model.KindNamespace).
+	Namespaces map[string]struct{}
 	// Start is when the earliest change merged into this request reached
 	// meshpilot: the event's Observed time when the registry knows it,
 	// else when the event arrived here. Convergence is measured from it.
@@ -61,6 +64,12 @@ func (r *Request) Add(ev model.Event, t time.Time) {
 		}
 		r.Services[ev.Hostname] = struct{}{}
 		delete(r.EndpointsOnly, ev.Hostname)
+		if ev.Namespace != "" {
+			if r.Namespaces == nil {
+				r.Namespaces = map[string]struct{}{}
+			}
+			r.Namespaces[ev.Namespace] = struct{}{}
+		}
 	}
 }
 
@@ -87,18 +96,25 @@ func (r *Request) Merge(o Request) {
 		}
 		r.EndpointsOnly[h] = struct{}{}
 	}
+	for ns := range o.Namespaces {
+		if r.Namespaces == nil {
+			r.Namespaces = map[string]struct{}{}
+		}
+		r.Namespaces[ns] = struct{}{}
+	}
 }
 
 // Clone returns a deep copy.
 func (r Request) Clone() Request {
 	r.Services = maps.Clone(r.Services)
 	r.EndpointsOnly = maps.Clone(r.EndpointsOnly)
+	r.Namespaces = maps.Clone(r.Namespaces)
 	return r
 }
 
 // Keys calls yield with every model key the request changed: a service
-// change touches its definition and its endpoints, an endpoints-only
-// change its endpoints alone. A Full request names no key: everything
+// change touches its definition, its endpoints and its namespace's set of
+// services, an endpoints-only change its endpoints alone. A Full request names no key: everything
 // changed.
 func (r *Request) Keys(yield func(model.ConfigKey)) {
 	for h := range r.Services {
@@ -107,5 +123,8 @@ func (r *Request) Keys(yield func(model.ConfigKey)) {
 	}
 	for h := range r.EndpointsOnly {
 		yield(model.EndpointsKey(h))
+	}
+	for ns := range r.Namespaces {
+		yield(model.NamespaceKey(ns))
 	}
 }

@@ -7,7 +7,8 @@
 // listed in generators) builds resources from the model, following the
 // naming contract of DESIGN.md. Given a client and a name it returns the
 // resource, the model keys it read (model.ConfigKey: a service's
-// definition, a service's endpoints) and the facts about the client it
+// definition, a service's endpoints, a namespace's set of services) and
+// the facts about the client it
 // depends on (Vary). A new type is one file and one line in generators.
 //
 //   - Listener: the name a client asks for, "<host>:<port>", where host is
@@ -15,6 +16,14 @@
 //     relative to the client's namespace. It is an API listener whose
 //     HttpConnectionManager takes route configuration
 //     "outbound|<port>||<FQDN>" over ADS and ends with the router filter.
+//   - Listener "xds.istio.io/grpc/lds/inbound/<ip>:<port>", what a gRPC
+//     xDS server listening on that address asks for (gRFC A36;
+//     listener_inbound.go): as istiod builds it, the name's address and
+//     one plaintext filter chain whose HttpConnectionManager routes every
+//     RPC to the server itself (an inline route with
+//     non_forwarding_action, the router last), when a service of the
+//     client's namespace has an endpoint at the client's address on that
+//     port; otherwise none, and the server does not serve.
 //   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
 //     domains are the forms a client may use, routing "/" to the cluster of
 //     the same name.

@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"strings"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -69,6 +71,8 @@ const (
 	VaryNode
 	// VaryZone: the client's region and zone matter.
 	VaryZone
+	// VaryAddresses: the client's addresses (Client.IPs) matter.
+	VaryAddresses
 )
 
 // variant is the part of a client that a Vary selects; clients with equal
@@ -79,6 +83,7 @@ type variant struct {
 	namespace    string
 	node         string
 	region, zone string
+	addresses    string // Client.IPs, joined by commas
 }
 
 func (v Vary) of(c *Client) variant {
@@ -94,6 +99,9 @@ func (v Vary) of(c *Client) variant {
 	}
 	if v&VaryZone != 0 {
 		out.region, out.zone = c.Locality.Region, c.Locality.Zone
+	}
+	if v&VaryAddresses != 0 {
+		out.addresses = strings.Join(c.IPs, ",")
 	}
 	return out
 }

@@ -34,7 +34,13 @@ func (*listenerGenerator) AllNames() []string { return nil }
 // first that is a service decides, so the result depends on every
 // candidate up to it (one appearing earlier would change the answer), and
 // on the client's namespace when the name is a bare service name.
+//
+// A gRPC server's inbound listener has a name of its own form (see
+// listener_inbound.go).
 func (g *listenerGenerator) Generate(c *Client, name string) Result {
+	if strings.HasPrefix(name, model.InboundListenerPrefix) {
+		return g.inbound(c, name)
+	}
 	host, port, ok := model.SplitHostPort(name)
 	if !ok {
 		return Result{}

@@ -60,6 +60,30 @@ import (
 // server then needs nothing more than its listener to serve
 // (grpc/grpc-go#4924).
 
+// inbound is the listener generator's answer to a gRPC server. One name
+// ("xds.istio.io/grpc/lds/inbound/[::]:8080") is asked for by every server
+// listening on that port, so the answer varies by the client's namespace
+// and addresses. It depends on the endpoints of every service of the
+// namespace, and on the namespace's set of services: any of them may come
+// to hold the server's address on the port, or stop holding it.
+func (g *listenerGenerator) inbound(c *Client, name string) Result {
+	host, port, ok := model.ParseInboundListenerName(name)
+	if !ok || c.Namespace == "" || len(c.IPs) == 0 {
+		return Result{} // no change of the model would give it a listener
+	}
+	t := findInboundTargets(g.Discovery, c, port)
+	r := Result{Vary: VaryNamespace | VaryAddresses}
+	r.Deps = make([]model.ConfigKey, 0, len(t.Considered)+1)
+	r.Deps = append(r.Deps, model.NamespaceKey(c.Namespace))
+	for _, h := range t.Considered {
+		r.Deps = append(r.Deps, model.EndpointsKey(h))
+	}
+	if len(t.Serving) > 0 {
+		r.Resource = buildInboundListener(name, host, port)
+	}
+	return r
+}
+
 // inboundTargets is what the model says about a gRPC server's port: the
 // services whose endpoints put the client's workload behind that port,
 // and every service that was looked at to find them.
@@ -80,11 +104,13 @@ type inboundTargets struct {
 // that port, whatever their health (a server not ready yet must still
 // start serving to become ready). The port is the workload's, the
 // endpoint's, not the service's: a server listens on the target port.
-func findInboundTargets(d model.ServiceDiscovery, c Client, port int32) inboundTargets {
+//
+// It reads every service of the model to find the namespace's: the model
+// has no index by namespace or by endpoint address. The result is cached
+// until one of its keys changes, so this is paid once per server and
+// change of its namespace.
+func findInboundTargets(d model.ServiceDiscovery, c *Client, port int32) inboundTargets {
 	var t inboundTargets
-	if c.Namespace == "" || len(c.IPs) == 0 {
-		return t
-	}
 	for _, svc := range d.Services() {
 		if svc.Namespace != c.Namespace || svc.Resolution == model.DNSAlias {
 			continue
@@ -108,21 +134,6 @@ func servesOn(d model.ServiceDiscovery, svc *model.Service, ips []string, port u
 		}
 	}
 	return false
-}
-
-// inboundListener is the listener a gRPC server asking for name gets, and
-// the model's answer it was decided from; nil when the name is not an
-// inbound listener name or no service of the client's serves its port.
-func inboundListener(d model.ServiceDiscovery, c Client, name string) (*listener.Listener, inboundTargets) {
-	host, port, ok := model.ParseInboundListenerName(name)
-	if !ok {
-		return nil, inboundTargets{}
-	}
-	t := findInboundTargets(d, c, port)
-	if len(t.Serving) == 0 {
-		return nil, t
-	}
-	return buildInboundListener(name, host, port), t
 }
 
 // buildInboundListener builds the listener of a gRPC server listening on

@@ -31,6 +31,7 @@ func TestInboundListener(t *testing.T) {
 	})
 	// other: a service of another namespace whose endpoint is 10.0.0.7:7070.
 	st.Update(service("other", "elsewhere", 7070), endpoints(7070, model.Healthy, "10.0.0.7"))
+	g := &listenerGenerator{GeneratorOptions{Discovery: st}}
 	pod7 := Client{Namespace: "apps", IPs: []string{"10.0.0.7"}}
 
 	for _, tc := range []struct {
@@ -51,18 +52,19 @@ func TestInboundListener(t *testing.T) {
 		{"a workload behind no service", Client{Namespace: "apps", IPs: []string{"10.0.0.50"}}, model.InboundListenerPrefix + "[::]:8080", ""},
 		{"a client without addresses", Client{Namespace: "apps"}, model.InboundListenerPrefix + "[::]:8080", ""},
 		{"a client without namespace", Client{IPs: []string{"10.0.0.7"}}, model.InboundListenerPrefix + "[::]:8080", ""},
-		{"not an inbound name", pod7, "echo:9080", ""},
+		{"a name, not an address", pod7, model.InboundListenerPrefix + "echo:9080", ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			l, _ := inboundListener(st, tc.client, tc.name)
+			r := g.Generate(&tc.client, tc.name)
 			if tc.address == "" {
-				if l != nil {
-					t.Fatalf("got a listener, want none: %v", l)
+				if r.Resource != nil {
+					t.Fatalf("got a listener, want none: %v", r.Resource)
 				}
 				return
 			}
-			if l == nil {
-				t.Fatal("no listener")
+			l, ok := r.Resource.(*listener.Listener)
+			if !ok {
+				t.Fatalf("got %T, want a listener", r.Resource)
 			}
 			if err := Validate(l); err != nil {
 				t.Fatalf("invalid: %v", err)
@@ -75,15 +77,23 @@ func TestInboundListener(t *testing.T) {
 		})
 	}
 
-	t.Run("what the answer was decided from", func(t *testing.T) {
+	t.Run("what the answer depends on", func(t *testing.T) {
 		st.Update(service("idle", "apps", 1234), nil)
-		_, got := inboundListener(st, pod7, model.InboundListenerPrefix+"0.0.0.0:8080")
-		want := inboundTargets{
-			Serving:    []model.Hostname{echo.Hostname},
-			Considered: []model.Hostname{echo.Hostname, "idle.apps.svc.cluster.local"},
+		for _, name := range []string{"0.0.0.0:8080", "0.0.0.0:8081"} { // served or not
+			r := g.Generate(&pod7, model.InboundListenerPrefix+name)
+			want := []model.ConfigKey{
+				model.NamespaceKey("apps"), model.EndpointsKey(echo.Hostname), model.EndpointsKey("idle.apps.svc.cluster.local"),
+			}
+			if !slices.Equal(r.Deps, want) || r.Vary != VaryNamespace|VaryAddresses {
+				t.Errorf("%s: deps %v, vary %b; want %v, namespace and addresses", name, r.Deps, r.Vary, want)
+			}
 		}
-		if !slices.Equal(got.Serving, want.Serving) || !slices.Equal(got.Considered, want.Considered) {
-			t.Fatalf("got %+v, want %+v", got, want)
+		// Without a namespace or an address, no model change could give
+		// the client a listener.
+		for _, c := range []Client{{Namespace: "apps"}, {IPs: []string{"10.0.0.7"}}} {
+			if r := g.Generate(&c, model.InboundListenerPrefix+"0.0.0.0:8080"); r.Deps != nil {
+				t.Errorf("%+v: deps %v", c, r.Deps)
+			}
 		}
 	})
 }
