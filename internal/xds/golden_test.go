@@ -1,12 +1,10 @@
 package xds
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,15 +12,20 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/out")
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
 // that ask for resources from it.
 type goldenInput struct {
 	Services []struct {
+		// Source names the registry the service comes from. Services of
+		// one source are one model.Store; several sources are served
+		// through their aggregate, by order of first mention, as the
+		// server serves its sources. Empty: the first source.
+		Source       string       `json:"source"`
 		Name         string       `json:"name"`
 		Namespace    string       `json:"namespace"`
 		Resolution   string       `json:"resolution"`
@@ -79,11 +82,19 @@ func (c goldenClient) node(t testing.TB) *core.Node {
 	return n
 }
 
-// loadModel fills a store from a golden input.
-func loadModel(t testing.TB, in *goldenInput, suffix string) *model.Store {
+// loadModel builds the model of a golden input: one store per source,
+// served through their aggregate when there are several.
+func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscovery {
 	t.Helper()
-	st := model.NewStore()
+	var sources []aggregate.Source
+	stores := map[string]*model.Store{}
 	for _, s := range in.Services {
+		st := stores[s.Source]
+		if st == nil {
+			st = model.NewStore()
+			stores[s.Source] = st
+			sources = append(sources, aggregate.Source{Name: cmp.Or(s.Source, "model"), Controller: st})
+		}
 		svc := &model.Service{
 			Hostname:     model.ServiceHostname(s.Name, s.Namespace, suffix),
 			Name:         s.Name,
@@ -136,7 +147,14 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) *model.Store {
 		}
 		st.Update(svc, eps)
 	}
-	return st
+	if len(sources) == 1 {
+		return sources[0].Controller
+	}
+	a, err := aggregate.New(aggregate.Options{Sources: sources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // goldenTypes are the types a golden case writes, one output file each.
@@ -147,126 +165,72 @@ var goldenTypes = []struct{ file, url string }{
 	{"endpoints", EndpointType},
 }
 
-// TestGolden: each testdata/in/<case>.yaml holds a model and the clients
-// that ask for resources from it; what the server serves each client goes
-// to testdata/out/<case>/<type>.json, one file per xDS type, keyed by
-// client. Resources come through the server's own path (its resource
-// cache and generators, as a request is answered), are validated, and
-// compared with the files; -update rewrites them and removes outputs whose
-// case or type is gone.
+// TestGolden is the main test of the generators: each
+// testdata/in/<case>.yaml shows one behaviour (its header says which and
+// by what rule) with a model and the clients that ask for resources from
+// it. What the server serves each client goes to
+// testdata/out/<case>/<type>.json, one file per xDS type, as
+// {client: {name asked: resource, or null when the name designates
+// nothing}}; a client that subscribes to everything (wildcard) is there
+// with what that gets it, {} when nothing. Resources come through the
+// server's own path (its resource cache and generators, as a request is
+// answered) and are validated. -update rewrites the outputs and removes
+// those no case makes.
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob("testdata/in/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden inputs: %v", err)
-	}
-	want := map[string]bool{} // every output file the cases make
-	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
-		t.Run(name, func(t *testing.T) {
-			raw, err := os.ReadFile(file)
+	cases := &golden.Cases{In: "testdata/in/*.yaml", Out: "testdata/out", Rerun: "go test ./internal/xds -run TestGolden -update"}
+	cases.Run(t, func(t *testing.T, name string, raw []byte) {
+		var in goldenInput
+		if err := yaml.UnmarshalStrict(raw, &in); err != nil {
+			t.Fatal(err)
+		}
+		g := serve(loadModel(t, &in, model.DefaultDomainSuffix))
+		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
+		for _, c := range in.Clients {
+			client := ClientFromNode(c.node(t))
+			asked := map[string][]string{
+				ListenerType: c.Listeners, RouteType: c.Routes, ClusterType: c.Clusters, EndpointType: c.Endpoints,
+			}
+			for _, ty := range goldenTypes {
+				names := asked[ty.url]
+				if c.Wildcard {
+					names = append(slices.Clone(names), g.wildcardNames(t, ty.url, client)...)
+				} else if len(names) == 0 {
+					continue
+				}
+				if out[ty.file] == nil {
+					out[ty.file] = map[string]map[string]json.RawMessage{}
+				}
+				if out[ty.file][c.Name] != nil {
+					t.Fatalf("two clients are called %q", c.Name)
+				}
+				got := map[string]json.RawMessage{}
+				out[ty.file][c.Name] = got
+				for _, n := range names {
+					m := g.get(t, ty.url, client, n)
+					if m == nil {
+						got[n] = json.RawMessage("null")
+						continue
+					}
+					if err := Validate(m); err != nil {
+						t.Errorf("%s %s %q: %v", c.Name, ty.file, n, err)
+					}
+					b, err := protojson.Marshal(m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got[n] = b
+				}
+			}
+		}
+		for _, ty := range goldenTypes {
+			if out[ty.file] == nil {
+				continue
+			}
+			b, err := json.MarshalIndent(out[ty.file], "", "  ")
 			if err != nil {
 				t.Fatal(err)
 			}
-			var in goldenInput
-			if err := yaml.UnmarshalStrict(raw, &in); err != nil {
-				t.Fatal(err)
-			}
-			g := serve(loadModel(t, &in, model.DefaultDomainSuffix))
-			out := map[string]map[string][]json.RawMessage{} // type -> client -> resources
-			for _, c := range in.Clients {
-				client := ClientFromNode(c.node(t))
-				asked := map[string][]string{
-					ListenerType: c.Listeners, RouteType: c.Routes, ClusterType: c.Clusters, EndpointType: c.Endpoints,
-				}
-				for _, ty := range goldenTypes {
-					names := asked[ty.url]
-					if c.Wildcard && ty.url != ListenerType {
-						names = g.allNames(t, ty.url)
-					}
-					for _, n := range names {
-						m := g.get(t, ty.url, client, n)
-						if m == nil {
-							continue
-						}
-						if err := Validate(m); err != nil {
-							t.Errorf("%s %s %q: %v", c.Name, ty.file, n, err)
-						}
-						b, err := protojson.Marshal(m)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if out[ty.file] == nil {
-							out[ty.file] = map[string][]json.RawMessage{}
-						}
-						out[ty.file][c.Name] = append(out[ty.file][c.Name], b)
-					}
-				}
-			}
-			for _, ty := range goldenTypes {
-				if out[ty.file] == nil {
-					continue
-				}
-				golden := filepath.Join("testdata", "out", name, ty.file+".json")
-				want[golden] = true
-				b, err := json.MarshalIndent(out[ty.file], "", "  ")
-				if err != nil {
-					t.Fatal(err)
-				}
-				compareGolden(t, golden, append(b, '\n'))
-			}
-		})
-	}
-	removeStaleGolden(t, want)
-}
-
-// compareGolden compares got with a golden file, or writes it with
-// -update.
-func compareGolden(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
+			cases.Check(t, filepath.Join(name, ty.file+".json"), append(b, '\n'))
 		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/xds -run TestGolden -update to create it)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from what is served; run go test ./internal/xds -run TestGolden -update and review the diff\n%s", golden, got)
-	}
-}
-
-// removeStaleGolden: an output no case makes any more is deleted with
-// -update, and fails the test otherwise, so that testdata/out says only
-// what is served.
-func removeStaleGolden(t *testing.T, want map[string]bool) {
-	t.Helper()
-	err := filepath.WalkDir(filepath.Join("testdata", "out"), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || want[path] {
-			return err
-		}
-		if !*update {
-			t.Errorf("%s is made by no golden case; run go test ./internal/xds -run TestGolden -update to remove it", path)
-			return nil
-		}
-		return os.Remove(path)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *update {
-		// Folders of cases that are gone.
-		dirs, _ := os.ReadDir(filepath.Join("testdata", "out"))
-		for _, d := range dirs {
-			p := filepath.Join("testdata", "out", d.Name())
-			if entries, err := os.ReadDir(p); err == nil && len(entries) == 0 {
-				_ = os.Remove(p)
-			}
-		}
-	}
 }

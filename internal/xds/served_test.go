@@ -77,3 +77,18 @@ func (m *servedModel) endpoints(t testing.TB, c Client, name string) *endpoint.C
 	r, _ := m.get(t, EndpointType, c, name).(*endpoint.ClusterLoadAssignment)
 	return r
 }
+
+// wildcardNames lists what a wildcard subscription of the type gets the
+// client: nothing for a gRPC client or a type without a wildcard (see
+// isWildcard).
+func (m *servedModel) wildcardNames(t testing.TB, typeURL string, c Client) []string {
+	t.Helper()
+	typ, ok := m.s.typeOf(typeURL)
+	if !ok {
+		t.Fatalf("type %s is not served", typeURL)
+	}
+	if !isWildcard(m.s.types[typ], &c, true) {
+		return nil
+	}
+	return m.allNames(t, typeURL)
+}
