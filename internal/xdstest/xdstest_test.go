@@ -33,10 +33,6 @@ const (
 
 var wait = 20 * time.Second
 
-// storeDiscovery serves a model.Store; it knows no workloads.
-type storeDiscovery struct{ *model.Store }
-
-func (storeDiscovery) WorkloadByIP(string) *model.Workload { return nil }
 
 func service(name string, port int32) *model.Service {
 	return &model.Service{Hostname: model.Hostname(name + ".default.svc.cluster.local"), Name: name, Namespace: "default",
@@ -64,7 +60,7 @@ func startServer(t *testing.T) *server {
 	st := model.NewStore()
 	st.Update(service("reviews", 9080), endpoints(9080, "10.0.0.1", "10.0.0.2"))
 	st.Update(service("ratings", 7070), endpoints(7070, "10.0.1.1"))
-	s := xds.NewServer(xds.Options{Discovery: storeDiscovery{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := xds.NewServer(xds.Options{Discovery: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	d := push.NewDebouncer(push.Options{DebounceAfter: 5 * time.Millisecond, DebounceMax: 50 * time.Millisecond, LeadingEdge: true}, s.Push)
 	st.AppendEventHandler(d.Handle)
