@@ -33,7 +33,6 @@ const (
 
 var wait = 20 * time.Second
 
-
 func service(name string, port int32) *model.Service {
 	return &model.Service{Hostname: model.Hostname(name + ".default.svc.cluster.local"), Name: name, Namespace: "default",
 		Ports: []model.Port{{Name: "grpc", Port: port, Protocol: model.GRPC}}}
