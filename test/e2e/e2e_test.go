@@ -95,17 +95,7 @@ func writeSlice(t *testing.T, ns, service string, backends []grpctest.Backend, n
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)},
 		})
 	}
-	slices := env.Client.DiscoveryV1().EndpointSlices(ns)
-	cur, err := slices.Get(ctx(t), s.Name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = cur.ResourceVersion
-		_, err = slices.Update(ctx(t), s, metav1.UpdateOptions{})
-	} else {
-		_, err = slices.Create(ctx(t), s, metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("writing slice of %s: %v", service, err)
-	}
+	env.ApplyEndpointSlice(t, s)
 }
 
 func TestGRPCClientsFollowKubernetes(t *testing.T) {

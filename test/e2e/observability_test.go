@@ -118,17 +118,7 @@ func writeZonedSlice(t *testing.T, ns, service, zone string, backends []grpctest
 			Zone:       ptr.To(zone),
 		})
 	}
-	api := env.Client.DiscoveryV1().EndpointSlices(ns)
-	cur, err := api.Get(ctx(t), s.Name, metav1.GetOptions{})
-	if err == nil {
-		s.ResourceVersion = cur.ResourceVersion
-		_, err = api.Update(ctx(t), s, metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(ctx(t), s, metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("writing slice of %s: %v", service, err)
-	}
+	env.ApplyEndpointSlice(t, s)
 }
 
 // scrape reads /metrics and parses it.

@@ -60,17 +60,7 @@ func TestClientsGetTheirZoneAndNode(t *testing.T) {
 				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: b.pod},
 			})
 		}
-		api := env.Client.DiscoveryV1().EndpointSlices(ns)
-		cur, err := api.Get(ctx(t), s.Name, metav1.GetOptions{})
-		if err == nil {
-			s.ResourceVersion = cur.ResourceVersion
-			_, err = api.Update(ctx(t), s, metav1.UpdateOptions{})
-		} else {
-			_, err = api.Create(ctx(t), s, metav1.CreateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		env.ApplyEndpointSlice(t, s)
 	}
 	writePodSlice()
 	srv := startMeshpilot(t, ns)
@@ -134,28 +124,14 @@ func createNode(t *testing.T, name, zone string) {
 	t.Cleanup(func() { _ = env.Client.CoreV1().Nodes().Delete(ctx(t), name, metav1.DeleteOptions{}) })
 }
 
-// createRunningPod creates a Pod on a node and sets its status as a
-// kubelet would: running, ready, at ip.
+// createRunningPod creates a running, ready Pod on a node, at ip.
 func createRunningPod(t *testing.T, ns, name, ip, node string) {
 	t.Helper()
-	pod := &corev1.Pod{
+	env.RunningPod(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{
 			NodeName:   node,
 			Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}},
 		},
-	}
-	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
-	}
-	created.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      ip,
-		PodIPs:     []corev1.PodIP{{IP: ip}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("setting status of pod %s/%s: %v", ns, name, err)
-	}
+	}, ip)
 }

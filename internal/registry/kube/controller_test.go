@@ -205,21 +205,7 @@ func mustCreatePod(t *testing.T, ns, name, ip, node string, labels map[string]st
 			Containers:         []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}},
 		},
 	}
-	created, err := env.Client.CoreV1().Pods(ns).Create(ctx(t), pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating pod %s/%s: %v", ns, name, err)
-	}
-	created.Status = corev1.PodStatus{
-		Phase:      corev1.PodRunning,
-		PodIP:      ip,
-		PodIPs:     []corev1.PodIP{{IP: ip}},
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-	}
-	out, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), created, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("setting status of pod %s/%s: %v", ns, name, err)
-	}
-	return out
+	return env.RunningPod(t, pod, ip)
 }
 
 func mustCreateNode(t *testing.T, name string, labels map[string]string) {
