@@ -15,6 +15,8 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
@@ -324,5 +326,37 @@ func TestNodes(t *testing.T) {
 				t.Fatalf("read as %+v, want gRPC %v, namespace %q, id %q", c, tc.grpc, tc.namespace, tc.id)
 			}
 		})
+	}
+}
+
+// TestSendOnAnEndedStream: a server that refuses a stream may end it
+// before the client's request is out; gRPC then returns io.EOF from Send.
+// That is not a test failure: the stream's status, which the test
+// asserts, comes from ExpectEnd.
+func TestSendOnAnEndedStream(t *testing.T) {
+	s := xds.NewServer(xds.Options{Discovery: model.NewStore(), Ready: func() bool { return false },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	s.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+
+	tb := &fakeTB{TB: t}
+	c := xdstest.Dial(tb, lis.Addr().String(), grpcNode("refused"))
+	var end error
+	got := failure(tb, func() {
+		c.Subscribe(cds, reviews)
+		end = c.ExpectEnd(wait)
+		c.Subscribe(eds, reviews) // the stream has ended: Send returns io.EOF
+	})
+	if got != "" {
+		t.Fatalf("a send on a refused stream failed the test: %s", got)
+	}
+	if status.Code(end) != codes.Unavailable {
+		t.Fatalf("the refused stream ended with %v, want Unavailable", end)
 	}
 }
