@@ -33,7 +33,7 @@ func (*clusterGenerator) Type() ResourceType {
 func (g *clusterGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
 func (g *clusterGenerator) Generate(_ *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name)
+	svc, port, deps := servicePort(g.Discovery, name, model.KindService)
 	if svc == nil {
 		return Result{Deps: deps}
 	}

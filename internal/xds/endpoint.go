@@ -39,12 +39,10 @@ func (*endpointGenerator) Type() ResourceType {
 func (g *endpointGenerator) AllNames() []string { return clusterNames(g.Discovery, true) }
 
 func (g *endpointGenerator) Generate(c *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name)
+	svc, port, deps := servicePort(g.Discovery, name, model.KindEndpoints)
 	if svc == nil || svc.Resolution == model.DNSAlias {
 		return Result{Deps: deps}
 	}
-	// The endpoints key covers the service's definition too.
-	deps = []model.ConfigKey{model.EndpointsKey(svc.Hostname)}
 	near := closenessFor(svc, c)
 	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}

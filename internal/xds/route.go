@@ -24,7 +24,7 @@ func (*routeGenerator) Type() ResourceType {
 func (g *routeGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
 func (g *routeGenerator) Generate(_ *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name)
+	svc, port, deps := servicePort(g.Discovery, name, model.KindService)
 	if svc == nil {
 		return Result{Deps: deps}
 	}
@@ -44,14 +44,16 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 	}}
 }
 
-// servicePort finds the service port a cluster-style name designates, and
-// says what that depends on: the service's definition.
-func servicePort(d model.ServiceDiscovery, name string) (*model.Service, int32, []model.ConfigKey) {
+// servicePort finds the service port a cluster-style name designates. What
+// is built from it depends on the service's key of the given kind: its
+// definition (KindService), or its endpoints (KindEndpoints, which a
+// change of the definition touches too).
+func servicePort(d model.ServiceDiscovery, name string, kind model.KeyKind) (*model.Service, int32, []model.ConfigKey) {
 	host, port, ok := serviceCluster(name)
 	if !ok {
 		return nil, 0, nil
 	}
-	deps := []model.ConfigKey{model.ServiceKey(host)}
+	deps := []model.ConfigKey{{Kind: kind, Name: string(host)}}
 	svc := d.GetService(host)
 	if svc == nil {
 		return nil, 0, deps
