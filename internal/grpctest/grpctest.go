@@ -40,12 +40,19 @@ type Backend struct {
 // stops it.
 func StartBackend(t testing.TB, ip string, port int) Backend {
 	t.Helper()
+	return serveHealth(t, ip, port, health.NewServer())
+}
+
+// serveHealth serves h as the health service on ip:port until the test
+// ends.
+func serveHealth(t testing.TB, ip string, port int, h healthpb.HealthServer) Backend {
+	t.Helper()
 	lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
 	if err != nil {
 		t.Fatalf("listen on %s:%d: %v", ip, port, err)
 	}
 	g := grpc.NewServer()
-	healthpb.RegisterHealthServer(g, health.NewServer())
+	healthpb.RegisterHealthServer(g, h)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	a := lis.Addr().(*net.TCPAddr)

@@ -26,7 +26,8 @@
 //     port; otherwise none, and the server does not serve.
 //   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
 //     domains are the forms a client may use, routing "/" to the cluster of
-//     the same name.
+//     the same name with istiod's default retry policy (retry.go: 2
+//     retries on connection failures, UNAVAILABLE and CANCELLED).
 //   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
 //     healthy panic threshold of 0; for an ExternalName service
 //     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name

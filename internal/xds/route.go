@@ -14,7 +14,8 @@ const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
 // routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
 // one virtual host whose domains are the forms a client may use for the
-// service, routing "/" to the cluster of the same name.
+// service, routing "/" to the cluster of the same name with istiod's
+// default retry policy.
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
@@ -37,6 +38,7 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &route.Route_Route{Route: &route.RouteAction{
 					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
+					RetryPolicy:      defaultRetryPolicy(),
 				}},
 			}},
 		}},
