@@ -46,6 +46,9 @@ const (
 	EndpointsChanged
 	// ServiceDeleted: the service and its endpoints are gone.
 	ServiceDeleted
+	// ConfigChanged: the configuration part named by Event.Config changed
+	// (the mesh settings, say); Hostname and Namespace are empty.
+	ConfigChanged
 )
 
 func (k EventKind) String() string {
@@ -56,15 +59,20 @@ func (k EventKind) String() string {
 		return "EndpointsChanged"
 	case ServiceDeleted:
 		return "ServiceDeleted"
+	case ConfigChanged:
+		return "ConfigChanged"
 	}
 	return "Unknown"
 }
 
-// Event tells a handler that something about one service changed.
+// Event tells a handler that something about one service, or one part of
+// the configuration, changed.
 type Event struct {
 	Kind      EventKind
 	Hostname  Hostname
 	Namespace string
+	// Config is the key that changed, for ConfigChanged.
+	Config ConfigKey
 	// Observed is when the source change behind the event reached
 	// meshpilot (for Kubernetes, when the informer handler saw the
 	// earliest of the events merged into this rebuild); zero when the

@@ -34,6 +34,9 @@ const (
 	// gRPC server's address) depends on it: a service that does not exist
 	// yet has no key of its own to depend on.
 	KindNamespace
+	// KindMeshConfig is the mesh-wide settings (MeshSettings); there is
+	// one, named "".
+	KindMeshConfig
 )
 
 func (k KeyKind) String() string {
@@ -44,6 +47,8 @@ func (k KeyKind) String() string {
 		return "Endpoints"
 	case KindNamespace:
 		return "Namespace"
+	case KindMeshConfig:
+		return "MeshConfig"
 	}
 	return "Unknown"
 }

@@ -85,19 +85,25 @@ func TestRequestAddMerge(t *testing.T) {
 
 // TestRequestKeys: a service change touches its definition, its endpoints
 // and its namespace's set of services; an endpoints change its endpoints
-// alone; merging and cloning keep them.
+// alone; a configuration change its key; merging and cloning keep them.
 func TestRequestKeys(t *testing.T) {
-	var r, o Request
+	var r, o, m Request
 	r.Add(model.Event{Kind: model.ServiceChanged, Hostname: "a.ns1", Namespace: "ns1"}, time.Unix(1, 0))
 	r.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "b.ns2", Namespace: "ns2"}, time.Unix(1, 0))
 	o.Add(model.Event{Kind: model.ServiceDeleted, Hostname: "c.ns3", Namespace: "ns3"}, time.Unix(1, 0))
+	m.Add(model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey}, time.Unix(1, 0))
+	if m.IsEmpty() {
+		t.Error("a request of a configuration change is empty")
+	}
 	r.Merge(o)
+	r.Merge(m)
 	c := r.Clone()
 	delete(r.Namespaces, "ns1")
+	delete(r.Configs, model.MeshConfigKey)
 	var got []string
 	c.Keys(func(k model.ConfigKey) { got = append(got, k.String()) })
 	slices.Sort(got)
-	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3"}
+	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "MeshConfig/", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("keys %v, want %v", got, want)
 	}

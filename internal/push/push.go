@@ -27,6 +27,9 @@ type Request struct {
 	// Namespaces are the namespaces of the services in Services, whose
 	// set of services changed (model.KindNamespace).
 	Namespaces map[string]struct{}
+	// Configs are the configuration keys that changed other than a
+	// service's (model.MeshConfigKey, say).
+	Configs map[model.ConfigKey]struct{}
 	// Start is when the earliest change merged into this request reached
 	// meshpilot: the event's Observed time when the registry knows it,
 	// else when the event arrived here. Convergence is measured from it.
@@ -37,7 +40,7 @@ type Request struct {
 
 // IsEmpty reports whether the request asks for nothing.
 func (r *Request) IsEmpty() bool {
-	return !r.Full && len(r.Services) == 0 && len(r.EndpointsOnly) == 0
+	return !r.Full && len(r.Services) == 0 && len(r.EndpointsOnly) == 0 && len(r.Configs) == 0
 }
 
 // Add merges one event that arrived at t.
@@ -50,6 +53,8 @@ func (r *Request) Add(ev model.Event, t time.Time) {
 	}
 	r.Events++
 	switch ev.Kind {
+	case model.ConfigChanged:
+		r.addConfig(ev.Config)
 	case model.EndpointsChanged:
 		if _, ok := r.Services[ev.Hostname]; ok {
 			return
@@ -102,6 +107,16 @@ func (r *Request) Merge(o Request) {
 		}
 		r.Namespaces[ns] = struct{}{}
 	}
+	for k := range o.Configs {
+		r.addConfig(k)
+	}
+}
+
+func (r *Request) addConfig(k model.ConfigKey) {
+	if r.Configs == nil {
+		r.Configs = map[model.ConfigKey]struct{}{}
+	}
+	r.Configs[k] = struct{}{}
 }
 
 // Clone returns a deep copy.
@@ -109,6 +124,7 @@ func (r Request) Clone() Request {
 	r.Services = maps.Clone(r.Services)
 	r.EndpointsOnly = maps.Clone(r.EndpointsOnly)
 	r.Namespaces = maps.Clone(r.Namespaces)
+	r.Configs = maps.Clone(r.Configs)
 	return r
 }
 
@@ -126,5 +142,8 @@ func (r *Request) Keys(yield func(model.ConfigKey)) {
 	}
 	for ns := range r.Namespaces {
 		yield(model.NamespaceKey(ns))
+	}
+	for k := range r.Configs {
+		yield(k)
 	}
 }

@@ -7,7 +7,8 @@
 // listed in generators) builds resources from the model, following the
 // naming contract of DESIGN.md. Given a client and a name it returns the
 // resource, the model keys it read (model.ConfigKey: a service's
-// definition, a service's endpoints, a namespace's set of services) and
+// definition, a service's endpoints, a namespace's set of services, the
+// mesh settings) and
 // the facts about the client it
 // depends on (Vary). A new type is one file and one line in generators.
 //
@@ -27,7 +28,10 @@
 //   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
 //     domains are the forms a client may use, routing "/" to the cluster of
 //     the same name with istiod's default retry policy (retry.go: 2
-//     retries on connection failures, UNAVAILABLE and CANCELLED).
+//     retries on connection failures, UNAVAILABLE and CANCELLED), or the
+//     one of the mesh settings (MeshConfig defaultHttpRetryPolicy; zero
+//     attempts: none). It depends on model.MeshConfigKey, so a change of
+//     the mesh settings regenerates every route and nothing else.
 //   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
 //     healthy panic threshold of 0; for an ExternalName service
 //     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name

@@ -113,6 +113,21 @@ type GeneratorOptions struct {
 	// DomainSuffix ends every service hostname; "cluster.local" when
 	// empty.
 	DomainSuffix string
+	// Mesh publishes the mesh-wide settings; nil means Istio's defaults.
+	// What reads them depends on model.MeshConfigKey.
+	Mesh model.MeshWatcher
+}
+
+var defaultMesh = &model.MeshSettings{}
+
+func (o GeneratorOptions) mesh() *model.MeshSettings {
+	if o.Mesh == nil {
+		return defaultMesh
+	}
+	if m := o.Mesh.Mesh(); m != nil {
+		return m
+	}
+	return defaultMesh
 }
 
 func (o GeneratorOptions) suffix() string {

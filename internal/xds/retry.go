@@ -1,10 +1,17 @@
 package xds
 
 import (
+	"net/http"
+	"strconv"
+	"strings"
+
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	previoushosts "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 // defaultRetryOn is istiod's retry_on for a route without a retry policy
@@ -38,4 +45,53 @@ func defaultRetryPolicy() *route.RetryPolicy {
 		HostSelectionRetryMaxAttempts: 5,
 		RetryHostPredicate:            []*route.RetryPolicy_RetryHostPredicate{previousHosts},
 	}
+}
+
+// retryPolicy converts a retry setting as istiod does: nil is the default
+// policy, zero attempts no policy, anything else the default with the
+// setting's fields over it. grpc-go NACKs num_retries 0, so a policy is
+// sent with at least one retry or not at all.
+func retryPolicy(in *model.HTTPRetry) *route.RetryPolicy {
+	out := defaultRetryPolicy()
+	if in == nil {
+		return out
+	}
+	if in.Attempts <= 0 {
+		return nil
+	}
+	out.NumRetries = wrapperspb.UInt32(uint32(in.Attempts))
+	if in.RetryOn != "" {
+		out.RetryOn, out.RetriableStatusCodes = splitRetryOn(in.RetryOn)
+		if len(out.RetriableStatusCodes) > 0 && !strings.Contains(out.RetryOn, "retriable-status-codes") {
+			out.RetryOn += ",retriable-status-codes"
+		}
+	}
+	if in.PerTryTimeout > 0 {
+		out.PerTryTimeout = durationpb.New(in.PerTryTimeout)
+	}
+	if in.RetryIgnorePreviousHosts != nil && !*in.RetryIgnorePreviousHosts {
+		out.RetryHostPredicate = nil
+	}
+	if in.Backoff > 0 {
+		out.RetryBackOff = &route.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(in.Backoff)}
+	}
+	return out
+}
+
+// splitRetryOn separates HTTP status codes (what parses as one) from the
+// named conditions of an Istio retryOn list.
+func splitRetryOn(retryOn string) (conditions string, codes []uint32) {
+	var names []string
+	for part := range strings.SplitSeq(retryOn, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if code, err := strconv.Atoi(part); err == nil && http.StatusText(code) != "" {
+			codes = append(codes, uint32(code))
+			continue
+		}
+		names = append(names, part)
+	}
+	return strings.Join(names, ","), codes
 }

@@ -15,7 +15,7 @@ const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 // routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
 // one virtual host whose domains are the forms a client may use for the
 // service, routing "/" to the cluster of the same name with istiod's
-// default retry policy.
+// default retry policy, or the mesh settings' (DefaultHTTPRetry).
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
@@ -29,6 +29,7 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 	if svc == nil {
 		return Result{Deps: deps}
 	}
+	deps = append(deps, model.MeshConfigKey)
 	return Result{Deps: deps, Resource: &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{
@@ -38,7 +39,7 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &route.Route_Route{Route: &route.RouteAction{
 					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
-					RetryPolicy:      defaultRetryPolicy(),
+					RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
 				}},
 			}},
 		}},

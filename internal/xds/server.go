@@ -26,6 +26,9 @@ type Options struct {
 	Workloads model.WorkloadLookup
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
+	// Mesh, when set, publishes the mesh-wide settings; a change of them
+	// is pushed as model.MeshConfigKey. Nil means Istio's defaults.
+	Mesh model.MeshWatcher
 	// Ready reports whether the model is complete. Until it is, new xDS
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
@@ -86,7 +89,7 @@ func NewServer(opts Options) *Server {
 		watches: newWatchIndex(),
 		tracker: newClientTracker(opts.Observer),
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix})
+	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}

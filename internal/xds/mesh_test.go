@@ -1,0 +1,140 @@
+package xds
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// testMesh is mesh settings a test changes; a change is pushed by the
+// test.
+type testMesh struct {
+	p atomic.Pointer[model.MeshSettings]
+}
+
+func (m *testMesh) Mesh() *model.MeshSettings { return m.p.Load() }
+
+func withMesh(m *testMesh) serverOpt { return func(o *Options) { o.Mesh = m } }
+
+var meshChanged = model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey}
+
+func TestRetryPolicy(t *testing.T) {
+	no := false
+	withDefault := func(change func(p *route.RetryPolicy)) *route.RetryPolicy {
+		p := defaultRetryPolicy()
+		change(p)
+		return p
+	}
+	for _, tc := range []struct {
+		desc string
+		in   *model.HTTPRetry
+		want *route.RetryPolicy
+	}{
+		{"none: istiod's default", nil, defaultRetryPolicy()},
+		{"zero attempts: no policy", &model.HTTPRetry{}, nil},
+		{"attempts only: the default's conditions", &model.HTTPRetry{Attempts: 5}, withDefault(func(p *route.RetryPolicy) {
+			p.NumRetries = wrapperspb.UInt32(5)
+		})},
+		{
+			"every field; HTTP codes in retryOn become retriable status codes",
+			&model.HTTPRetry{Attempts: 1, RetryOn: "unavailable, 502,gateway-error", PerTryTimeout: time.Second, Backoff: 50 * time.Millisecond, RetryIgnorePreviousHosts: &no},
+			withDefault(func(p *route.RetryPolicy) {
+				p.NumRetries = wrapperspb.UInt32(1)
+				p.RetryOn = "unavailable,gateway-error,retriable-status-codes"
+				p.RetriableStatusCodes = []uint32{502}
+				p.PerTryTimeout = durationpb.New(time.Second)
+				p.RetryBackOff = &route.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(50 * time.Millisecond)}
+				p.RetryHostPredicate = nil
+			}),
+		},
+		{"gRPC names only: no status codes", &model.HTTPRetry{Attempts: 2, RetryOn: "cancelled,deadline-exceeded"}, withDefault(func(p *route.RetryPolicy) {
+			p.RetryOn = "cancelled,deadline-exceeded"
+			p.RetriableStatusCodes = nil
+		})},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := retryPolicy(tc.in); !proto.Equal(got, tc.want) {
+				t.Errorf("got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMeshChangeWakesOnlyRoutes: a change of the mesh settings is a
+// change of every route configuration and of nothing else: a client that
+// holds only endpoints is not woken.
+func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
+	mesh := &testMesh{}
+	ts := startServer(t, baseStore(), withMesh(mesh))
+	routes := openADS(t, dial(t, ts.addr), grpcNode("routes", "default"))
+	routes.Subscribe(RouteType, reviews)
+	routes.ACK(routes.Next())
+	eds := openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
+	eds.Subscribe(EndpointType, reviews)
+	eds.ACK(eds.Next())
+	if p := routeRetry(routes.RouteConfiguration(reviews)); !proto.Equal(p, defaultRetryPolicy()) {
+		t.Fatalf("retry policy %v, want istiod's default", p)
+	}
+
+	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
+	before := len(ts.logs.String())
+	ts.Push(pushOf(meshChanged))
+	r := routes.Next()
+	routes.ACK(r)
+	if p := routeRetry(routes.RouteConfiguration(reviews)); r.TypeURL != RouteType || p != nil {
+		t.Fatalf("after attempts 0: %s with retry policy %v, want the route without one", r.TypeURL, p)
+	}
+	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=1 ") {
+		t.Errorf("the push woke more than the route watch:\n%s", log)
+	}
+	// The EDS client's first response after that is its next change.
+	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
+	if got := claAddrs(t, eds.Next()); len(got[reviews]) != 1 || got[reviews][0] != "10.0.0.9" {
+		t.Fatalf("EDS client got %v, want reviews' new endpoint", got)
+	}
+}
+
+func routeRetry(rc *route.RouteConfiguration) *route.RetryPolicy {
+	return rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRetryPolicy()
+}
+
+// TestGRPCMeshRetryOff: MeshConfig's defaultHttpRetryPolicy with
+// attempts 0 turns retries off, and a real grpc-go client then sees the
+// backend's UNAVAILABLE; back to the default, it retries again.
+func TestGRPCMeshRetryOff(t *testing.T) {
+	b := grpctest.StartFirstAttemptFails(t, "127.0.0.2")
+	st := model.NewStore()
+	st.Update(service("flaky", "default", 9080), backendEndpoints(nil, b.Backend))
+	mesh := &testMesh{}
+	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
+	ts := startServer(t, st, withMesh(mesh))
+	cc := xdsChannel(t, ts.addr, "default", "xds:///flaky:9080")
+	if _, err := grpctest.Call(context.Background(), cc); status.Code(err) != codes.Unavailable {
+		t.Fatalf("without retries: %v, want the backend's UNAVAILABLE", err)
+	}
+	mesh.p.Store(&model.MeshSettings{})
+	ts.Push(pushOf(meshChanged))
+	deadline := time.Now().Add(grpctest.Wait)
+	for {
+		_, err := grpctest.Call(context.Background(), cc)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the default retry policy back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // until the client holds the new route
+	}
+}
