@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
@@ -38,6 +39,8 @@ type serveFlags struct {
 	drainDuration      time.Duration
 	maxConnAge         time.Duration
 	maxConnAgeGrace    time.Duration
+	meshConfig         string
+	systemNamespace    string
 }
 
 func newServeCommand() *cobra.Command {
@@ -57,7 +60,13 @@ else the in-cluster service account.
 With --from DIR, serve reads Kubernetes manifests (Namespace, Service,
 EndpointSlice, Pod, Node; YAML or JSON) from DIR and its subfolders instead
 of a cluster, and follows every saved change. A broken file is logged with
-its document and field; its last good content stays in force.`,
+its document and field; its last good content stays in force.
+
+Mesh-wide settings come, in Istio's MeshConfig format, from --mesh-config
+FILE or else, from a cluster, from the "mesh" key of ConfigMap "istio" in
+--system-namespace; changes are applied live, and a broken config is
+logged with its source and field while the last good one stays in force.
+/debug/configz shows the config in force and the fields meshpilot ignores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
@@ -81,6 +90,8 @@ its document and field; its last good content stays in force.`,
 	fl.DurationVar(&f.debounceMax, "debounce-max", push.DefaultDebounceMax, "without --debounce-leading-edge: longest a change waits for a quiet period during a steady stream of changes; always: longest a stream of deletions holds a push back")
 	fl.BoolVar(&f.debounceLeading, "debounce-leading-edge", true, "push an isolated change at once and then at most once per --debounce-after, merging what came meanwhile; false: wait for a quiet period of --debounce-after (at most --debounce-max) before every push, as Istio does")
 	fl.IntVar(&f.workers, "workers", 2, "goroutines rebuilding services after Kubernetes events")
+	fl.StringVar(&f.meshConfig, "mesh-config", "", "Istio MeshConfig file (YAML or JSON) of mesh-wide settings, followed live; default: the ConfigMap istio of --system-namespace (from a cluster), else Istio's defaults")
+	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config)")
 	return cmd
 }
 
@@ -93,7 +104,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	context.AfterFunc(ctx, stop)
 
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -102,7 +113,13 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		if err != nil {
 			return err
 		}
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, f, nil)
+		mesh := meshconfig.Default()
+		if f.meshConfig != "" {
+			if mesh, err = meshconfig.FromFile(f.meshConfig, log); err != nil {
+				return err
+			}
+		}
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -131,12 +148,18 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, f, m)
+	mesh := meshconfig.FromConfigMap(client, f.systemNamespace, log)
+	if f.meshConfig != "" {
+		if mesh, err = meshconfig.FromFile(f.meshConfig, log); err != nil {
+			return err
+		}
+	}
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, f, m)
 }
 
-// serveRegistry serves the registry of source; m, when not nil, holds
-// metrics the registry already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, f serveFlags, m *metrics.Metrics) error {
+// serveRegistry serves the registry of source with the mesh settings of
+// mesh; m, when not nil, holds metrics the registry already reports to.
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, f serveFlags, m *metrics.Metrics) error {
 	srv, err := server.New(server.Options{
 		Sources:      []aggregate.Source{source},
 		DomainSuffix: f.domainSuffix,
@@ -153,6 +176,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
 		Metrics:               m,
+		Mesh:                  mesh,
 	})
 	if err != nil {
 		return err

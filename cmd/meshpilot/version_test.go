@@ -43,11 +43,13 @@ func TestRuntimeErrorIsOneLineWithoutUsage(t *testing.T) {
 
 func TestFlagErrors(t *testing.T) {
 	cases := map[string][]string{
-		`meshpilot: invalid --log-level "loud": use debug, info, warn or error` + "\n":         {"--log-level", "loud", "version"},
-		`meshpilot: invalid --log-format "xml": use text or json` + "\n":                       {"--log-format", "xml", "version"},
-		`meshpilot: unknown flag: --bogus (see "meshpilot watch --help")` + "\n":               {"watch", "--bogus"},
-		`meshpilot: invalid -o "yaml": use text or json (see "meshpilot watch --help")` + "\n": {"watch", "-o", "yaml"},
-		`meshpilot: accepts at most 1 arg(s), received 2` + "\n":                               {"watch", "pods", "svc"},
+		`meshpilot: invalid --log-level "loud": use debug, info, warn or error` + "\n":                         {"--log-level", "loud", "version"},
+		`meshpilot: invalid --log-format "xml": use text or json` + "\n":                                       {"--log-format", "xml", "version"},
+		`meshpilot: unknown flag: --bogus (see "meshpilot watch --help")` + "\n":                               {"watch", "--bogus"},
+		`meshpilot: invalid -o "yaml": use text or json (see "meshpilot watch --help")` + "\n":                 {"watch", "-o", "yaml"},
+		`meshpilot: accepts at most 1 arg(s), received 2` + "\n":                                               {"watch", "pods", "svc"},
+		`meshpilot: --system-namespace applies to a cluster; with --from the folder is the only source` + "\n": {"serve", "--from", ".", "--system-namespace", "istio-system"},
+		`meshpilot: reading the mesh config: open /nonexistent/mesh.yaml: no such file or directory` + "\n":    {"serve", "--from", ".", "--mesh-config", "/nonexistent/mesh.yaml"},
 	}
 	for want, args := range cases {
 		var out, errb strings.Builder

@@ -6,6 +6,7 @@
 //	/debug/endpointz                  endpoints per service and port, with health and locality
 //	/debug/syncz                      per xDS stream: client, subscriptions, sent/ACKed/NACKed per type
 //	/debug/config_dump?node=ID        the resources each stream of that node holds (ACKed), as protojson
+//	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored
 //	/debug/pprof/                     Go profiles
 package debug
 
@@ -20,6 +21,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
@@ -36,6 +38,14 @@ type Options struct {
 	Discovery model.ServiceDiscovery
 	// XDS is the xDS server. Required.
 	XDS XDS
+	// Mesh returns the mesh config in force; /debug/configz shows
+	// Istio's defaults when nil.
+	Mesh func() meshconfig.Status
+}
+
+// Configz is what /debug/configz shows.
+type Configz struct {
+	MeshConfig meshconfig.Status `json:"meshConfig"`
 }
 
 // Register adds the debug pages to mux, under /debug/.
@@ -65,6 +75,13 @@ func Register(mux *http.ServeMux, o Options) {
 			return
 		}
 		writeJSON(w, dump)
+	})
+	mux.HandleFunc("GET /debug/configz", func(w http.ResponseWriter, _ *http.Request) {
+		mesh := meshconfig.Default().Status()
+		if o.Mesh != nil {
+			mesh = o.Mesh()
+		}
+		writeJSON(w, Configz{MeshConfig: mesh})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

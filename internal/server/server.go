@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/meshpilot/meshpilot/internal/debug"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
@@ -65,6 +66,9 @@ type Options struct {
 	// XDSCert and XDSKey enable TLS on the xDS port; XDSClientCA also
 	// requires and verifies client certificates (mTLS).
 	XDSCert, XDSKey, XDSClientCA string
+	// Mesh follows the mesh-wide settings (MeshConfig); Istio's defaults
+	// when nil. Run runs it; a change is pushed as model.MeshConfigKey.
+	Mesh *meshconfig.Watcher
 	// Debounce shapes pushes.
 	Debounce push.Options
 	Logger   *slog.Logger
@@ -80,6 +84,7 @@ type Server struct {
 	opts Options
 	// registry is the aggregate of Options.Sources.
 	registry *aggregate.Controller
+	mesh     *meshconfig.Watcher
 	log      *slog.Logger
 	xds      *xds.Server
 	grpc     *grpc.Server
@@ -108,11 +113,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.New()
 	}
-	s := &Server{opts: opts, registry: registry, log: opts.Logger, metrics: opts.Metrics}
+	if opts.Mesh == nil {
+		opts.Mesh = meshconfig.Default()
+	}
+	s := &Server{opts: opts, registry: registry, mesh: opts.Mesh, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
 		Discovery:    registry,
 		Workloads:    registry,
 		DomainSuffix: opts.DomainSuffix,
+		Mesh:         opts.Mesh,
 		Ready:        s.ready,
 		Logger:       opts.Logger,
 		Observer:     opts.Metrics,
@@ -121,6 +130,7 @@ func New(opts Options) (*Server, error) {
 	s.metrics.WatchClients(s.xds.ClientCounts)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.AppendEventHandler(s.onEvent)
+	opts.Mesh.AppendEventHandler(s.onEvent)
 
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(100000),
@@ -164,15 +174,22 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("listening for debug pages on %s: %w", opts.DebugAddr, err)
 		}
 		mux := http.NewServeMux()
-		debug.Register(mux, debug.Options{Discovery: registry, XDS: s.xds})
+		debug.Register(mux, s.debugOptions())
 		s.debugHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
-// ready: the model is complete and the server is not draining.
-func (s *Server) ready() bool { return s.registry.HasSynced() && !s.draining.Load() }
+// ready: the model and the mesh settings are complete and the server is
+// not draining.
+func (s *Server) ready() bool { return s.synced() && !s.draining.Load() }
+
+func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSynced() }
+
+func (s *Server) debugOptions() debug.Options {
+	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: s.mesh.Status}
+}
 
 // DebugAddr is the address of the debug port; empty when the debug pages
 // are served on the HTTP port.
@@ -209,15 +226,15 @@ func (s *Server) httpHandler() http.Handler {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		if !s.registry.HasSynced() {
-			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
+		if !s.synced() {
+			http.Error(w, "the service model or the mesh config is not synced yet", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	if s.debugHTTP == nil {
-		debug.Register(mux, debug.Options{Discovery: s.registry, XDS: s.xds})
+		debug.Register(mux, s.debugOptions())
 	}
 	rest := s.xds.RESTHandler()
 	mux.Handle("/v3/discovery:clusters", rest)
@@ -232,10 +249,12 @@ func (s *Server) onEvent(ev model.Event) {
 	// client has seen: streams and REST requests are refused until it is
 	// complete, and resources are generated on request. Pushing them would
 	// only hold back the first real change behind a debounce window.
-	if !s.registry.HasSynced() {
+	if !s.synced() {
 		return
 	}
 	switch ev.Kind {
+	case model.ConfigChanged:
+		s.log.Info("config changed", "key", ev.Config)
 	case model.EndpointsChanged:
 		s.log.Debug("endpoints changed", "service", ev.Hostname)
 	case model.ServiceDeleted:
@@ -263,7 +282,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// get changes.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	errs := make(chan error, 4)
+	errs := make(chan error, 6)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := s.registry.Run(runCtx); err != nil {
@@ -271,6 +290,11 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { s.debounce.Run(runCtx) })
+	wg.Go(func() {
+		if err := s.mesh.Run(runCtx); err != nil {
+			errs <- fmt.Errorf("mesh config: %w", err)
+		}
+	})
 	wg.Go(func() {
 		if err := s.grpc.Serve(s.xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errs <- fmt.Errorf("xDS server: %w", err)

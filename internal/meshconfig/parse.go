@@ -1,0 +1,172 @@
+package meshconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Config is one parsed MeshConfig.
+type Config struct {
+	// Settings are what meshpilot applies of it.
+	Settings *model.MeshSettings
+	// Mesh is the MeshConfig as given (fields unknown to it left out).
+	Mesh *meshv1alpha1.MeshConfig
+	// Ignored lists, sorted, the fields given that meshpilot does not
+	// apply, as JSON paths ("accessLogFile"); those unknown to MeshConfig
+	// end with " (unknown field)".
+	Ignored []string
+}
+
+// honoured are the MeshConfig fields meshpilot applies, by JSON path; a
+// message field's own fields are listed when only some of them are.
+var honoured = map[string]bool{
+	"defaultHttpRetryPolicy":                          true,
+	"defaultHttpRetryPolicy.attempts":                 true,
+	"defaultHttpRetryPolicy.retryOn":                  true,
+	"defaultHttpRetryPolicy.perTryTimeout":            true,
+	"defaultHttpRetryPolicy.backoff":                  true,
+	"defaultHttpRetryPolicy.retryIgnorePreviousHosts": true,
+}
+
+// Parse reads a MeshConfig in YAML or JSON, as Istio does
+// (mesh.ApplyMeshConfig: YAML to JSON to protojson): fields unknown to
+// MeshConfig are tolerated, as Istio tolerates them, and listed in
+// Ignored. Syntax errors, values of the wrong type and values Istio's
+// validation refuses are errors naming the field.
+func Parse(data []byte) (*Config, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("syntax: %w", err)
+	}
+	var doc any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return nil, fmt.Errorf("syntax: %w", err)
+	}
+	obj, ok := doc.(map[string]any)
+	if doc != nil && !ok {
+		return nil, errors.New("a MeshConfig is a mapping of fields")
+	}
+	mesh := &meshv1alpha1.MeshConfig{}
+	if err := unmarshalOptions.Unmarshal(js, mesh); err != nil {
+		// protojson's errors give a position in the JSON made from the
+		// YAML, which the user never saw: name the field instead.
+		if path := badField(obj, mesh.ProtoReflect().Descriptor(), ""); path != "" {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return nil, err
+	}
+	settings, err := settingsOf(mesh)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{Settings: settings, Mesh: mesh}
+	ignored(obj, mesh.ProtoReflect().Descriptor(), "", &c.Ignored)
+	slices.Sort(c.Ignored)
+	return c, nil
+}
+
+// settingsOf picks and checks what meshpilot applies.
+func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
+	out := &model.MeshSettings{}
+	if p := mesh.GetDefaultHttpRetryPolicy(); p != nil {
+		r := &model.HTTPRetry{Attempts: p.GetAttempts(), RetryOn: p.GetRetryOn()}
+		// Istio's validation (validateHTTPRetry) refuses the same.
+		if r.Attempts < 0 {
+			return nil, fmt.Errorf("defaultHttpRetryPolicy.attempts: %d is negative", r.Attempts)
+		}
+		if d := p.GetPerTryTimeout(); d != nil {
+			if r.PerTryTimeout = d.AsDuration(); r.PerTryTimeout <= 0 {
+				return nil, fmt.Errorf("defaultHttpRetryPolicy.perTryTimeout: %s is not positive", r.PerTryTimeout)
+			}
+		}
+		if d := p.GetBackoff(); d != nil {
+			if r.Backoff = d.AsDuration(); r.Backoff <= 0 {
+				return nil, fmt.Errorf("defaultHttpRetryPolicy.backoff: %s is not positive", r.Backoff)
+			}
+		}
+		if b := p.GetRetryIgnorePreviousHosts(); b != nil {
+			v := b.GetValue()
+			r.RetryIgnorePreviousHosts = &v
+		}
+		out.DefaultHTTPRetry = r
+	}
+	return out, nil
+}
+
+// ignored appends the paths of obj's fields that meshpilot does not
+// apply: unknown to the message md, or known and not honoured. It goes
+// into a message field only when some of its fields are honoured.
+func ignored(obj map[string]any, md protoreflect.MessageDescriptor, prefix string, out *[]string) {
+	for key, v := range obj {
+		fd := md.Fields().ByJSONName(key)
+		if fd == nil {
+			fd = md.Fields().ByTextName(key)
+		}
+		path := prefix + key
+		if fd != nil {
+			path = prefix + fd.JSONName()
+		}
+		switch {
+		case fd == nil:
+			*out = append(*out, path+" (unknown field)")
+		case !honoured[path]:
+			*out = append(*out, path)
+		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
+			if sub, ok := v.(map[string]any); ok && hasHonouredFields(path) {
+				ignored(sub, fd.Message(), path+".", out)
+			}
+		}
+	}
+}
+
+func hasHonouredFields(path string) bool {
+	for p := range honoured {
+		if len(p) > len(path) && p[:len(path)+1] == path+"." {
+			return true
+		}
+	}
+	return false
+}
+
+// unmarshalOptions tolerate unknown fields, as Istio does.
+var unmarshalOptions = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// badField finds the path of the field of obj that does not unmarshal
+// into the message md, going into message fields; "" when none alone
+// fails.
+func badField(obj map[string]any, md protoreflect.MessageDescriptor, prefix string) string {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		one, err := json.Marshal(map[string]any{key: obj[key]})
+		if err != nil {
+			continue
+		}
+		if unmarshalOptions.Unmarshal(one, dynamicpb.NewMessage(md)) == nil {
+			continue
+		}
+		fd := md.Fields().ByJSONName(key)
+		if fd == nil {
+			fd = md.Fields().ByTextName(key)
+		}
+		if sub, ok := obj[key].(map[string]any); ok && fd != nil && fd.Message() != nil && !fd.IsMap() {
+			if p := badField(sub, fd.Message(), prefix+fd.JSONName()+"."); p != "" {
+				return p
+			}
+		}
+		if fd != nil {
+			return prefix + fd.JSONName()
+		}
+		return prefix + key
+	}
+	return ""
+}
