@@ -56,7 +56,9 @@ func servicePort(d model.ServiceDiscovery, name string, kind model.KeyKind) (*mo
 	if !ok {
 		return nil, 0, nil
 	}
-	deps := []model.ConfigKey{{Kind: kind, Name: string(host)}}
+	// Room for one more key (the route's model.MeshConfigKey) in the
+	// same allocation.
+	deps := append(make([]model.ConfigKey, 0, 2), model.ConfigKey{Kind: kind, Name: string(host)})
 	svc := d.GetService(host)
 	if svc == nil {
 		return nil, 0, deps
