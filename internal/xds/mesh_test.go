@@ -88,6 +88,16 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 		t.Fatalf("retry policy %v, want istiod's default", p)
 	}
 
+	// Both clients wait, each under the keys of what it holds.
+	reviewsHost := model.Hostname("reviews.default.svc.cluster.local")
+	deadline := time.Now().Add(wait)
+	for !(waiting(ts.Server, model.MeshConfigKey) == 1 && waiting(ts.Server, model.EndpointsKey(reviewsHost)) == 1) {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients' watches never waited")
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
+
 	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
 	before := len(ts.logs.String())
 	ts.Push(pushOf(meshChanged))
@@ -106,6 +116,13 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 	}
 }
 
+// waiting counts the watches waiting on a change of k.
+func waiting(s *Server, k model.ConfigKey) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.watches.byKey[k])
+}
+
 func routeRetry(rc *route.RouteConfiguration) *route.RetryPolicy {
 	return rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRetryPolicy()
 }
@@ -121,8 +138,9 @@ func TestGRPCMeshRetryOff(t *testing.T) {
 	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
 	ts := startServer(t, st, withMesh(mesh))
 	cc := xdsChannel(t, ts.addr, "default", "xds:///flaky:9080")
-	if _, err := grpctest.Call(context.Background(), cc); status.Code(err) != codes.Unavailable {
-		t.Fatalf("without retries: %v, want the backend's UNAVAILABLE", err)
+	_, err := grpctest.Call(context.Background(), cc)
+	if failed, served := b.Counts(); status.Code(err) != codes.Unavailable || failed != 1 || served != 0 {
+		t.Fatalf("without retries: %v, backend failed %d and served %d; want the backend's UNAVAILABLE, not retried", err, failed, served)
 	}
 	mesh.p.Store(&model.MeshSettings{})
 	ts.Push(pushOf(meshChanged))
