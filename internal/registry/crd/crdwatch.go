@@ -1,0 +1,69 @@
+package crd
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/cache"
+)
+
+// newCRDInformer watches one CustomResourceDefinition by name. A field
+// selector on metadata.name is what lets RBAC grant list and watch by
+// resourceNames, so meshpilot needs no right to read other CRDs; and the
+// four informers together cost four tiny watches.
+func newCRDInformer(client apiextensionsclient.Interface, name string) (cache.SharedIndexInformer, error) {
+	inf := apiextensionsinformers.NewFilteredCustomResourceDefinitionInformer(client, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
+	if err := inf.SetTransform(stripCRD); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
+// stripCRD keeps of a CRD what crdServes reads: Istio's CRDs carry
+// OpenAPI schemas of hundreds of kilobytes that would otherwise stay
+// cached for the life of the process. It builds a new object, so it is
+// idempotent, and passes anything else (tombstones) through.
+func stripCRD(obj any) (any, error) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok || crd == nil {
+		return obj, nil
+	}
+	out := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID, ResourceVersion: crd.ResourceVersion},
+		Status:     apiextensionsv1.CustomResourceDefinitionStatus{Conditions: crd.Status.Conditions},
+	}
+	for _, v := range crd.Spec.Versions {
+		out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served})
+	}
+	return out, nil
+}
+
+// crdServes reports whether a CRD is Established and serves Version: only
+// then can an informer list its objects. Istio releases before 1.22 served
+// networking.istio.io without v1.
+func crdServes(obj any) bool {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return false
+	}
+	established := false
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			established = true
+		}
+	}
+	if !established {
+		return false
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == Version && v.Served {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,36 @@
+// Package crd watches Istio's traffic configuration in a cluster:
+// DestinationRules, VirtualServices, ServiceEntries and WorkloadEntries
+// (networking.istio.io/v1), through istio.io/client-go's typed shared
+// informers.
+//
+// The CustomResourceDefinitions are optional. Registry watches the four
+// CRDs themselves (one tiny informer each, by name); while a kind's CRD is
+// not installed, or not Established, or does not serve v1, nothing is
+// watched for it and meshpilot runs as it does without Istio, saying so in
+// one log line. When a CRD appears later its informer starts at once,
+// without a restart. A CRD that is removed again leaves its informer
+// running: its objects are deleted with it, so the informer empties and
+// its reflector retries quietly until the CRD returns.
+//
+// What the registry offers, for the conversions that will read it (the
+// DestinationRule, VirtualService and ServiceEntry/WorkloadEntry rules):
+//
+//   - reads: DestinationRules, VirtualServices, ServiceEntries,
+//     WorkloadEntries (every object in scope, ordered by namespace and
+//     name) and DestinationRule, VirtualService, ServiceEntry,
+//     WorkloadEntry (one object by namespace and name, or nil). Objects
+//     come from the informer caches and are shared: callers must not
+//     modify them (deep-copy first);
+//   - change events (Event: kind, namespace, name), one per key after the
+//     informer events for it, deduplicated by a rate-limited work queue.
+//     An event says only that the object may have changed: the handler
+//     reads its current state through the reads above, nil meaning
+//     deleted. Updates that cannot matter (the same resourceVersion, as a
+//     relist replays them; or a status-only write) emit nothing.
+//
+// Nothing here reaches xDS yet: no generator reads this registry, and it
+// is not a source of the aggregate registry; its HasSynced is therefore
+// not part of readiness. The conversions that turn these objects into
+// clusters, routes and endpoints come next and will plug in behind the
+// aggregate.
+package crd

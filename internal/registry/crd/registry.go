@@ -1,0 +1,276 @@
+package crd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	istioinformers "istio.io/client-go/pkg/informers/externalversions"
+
+	"github.com/meshpilot/meshpilot/internal/registry/kube"
+)
+
+// Options configure a Registry.
+type Options struct {
+	// Namespaces, when set, limits every list and watch to these
+	// namespaces, as kube.Options.Namespaces does for Kubernetes objects.
+	Namespaces []string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// QueueMetrics, when set, receives the work queue's metrics under the
+	// queue name QueueName.
+	QueueMetrics workqueue.MetricsProvider
+}
+
+// QueueName names the registry's work queue in its metrics.
+const QueueName = "meshpilot_istio_config"
+
+// Event says that the object it names may have changed: its handler reads
+// the object's current state through the Registry (nil: deleted).
+type Event struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+func (e Event) String() string { return string(e.Kind) + " " + e.Namespace + "/" + e.Name }
+
+// EventHandler receives change events, on the registry's worker goroutine.
+type EventHandler func(Event)
+
+// Registry watches the Istio traffic kinds of one cluster. Its read
+// methods and HasSynced are safe for concurrent use at any time;
+// AppendEventHandler is called before Run, and Run once.
+type Registry struct {
+	opts     Options
+	log      *slog.Logger
+	handlers []EventHandler
+
+	// crds watch the kinds' CRDs, in the order of kinds.
+	crds    []cache.SharedIndexInformer
+	crdRegs []cache.ResourceEventHandlerRegistration
+	// factories build the kinds' informers, one per watched namespace
+	// ("" meaning all).
+	factories []istioinformers.SharedInformerFactory
+	queue     workqueue.TypedRateLimitingInterface[Event]
+	crdSynced atomic.Bool
+
+	mu sync.Mutex // guards watched and stop
+	// watched holds the kinds whose informers were started; a kind is
+	// never removed.
+	watched map[Kind]*watchedKind
+	// stop is Run's ctx.Done(); nil before Run, so that a CRD seen early
+	// starts nothing until Run.
+	stop <-chan struct{}
+
+	runOnce sync.Once
+}
+
+// watchedKind is a kind whose informers run.
+type watchedKind struct {
+	informers     []cache.SharedIndexInformer // one per factory
+	registrations []cache.ResourceEventHandlerRegistration
+}
+
+// New builds a Registry; Run starts it.
+func New(istio istioclient.Interface, apiextensions apiextensionsclient.Interface, opts Options) (*Registry, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Registry{
+		opts: opts,
+		log:  opts.Logger.With("registry", "istio"),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[Event](),
+			workqueue.TypedRateLimitingQueueConfig[Event]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
+		watched: map[Kind]*watchedKind{},
+	}
+	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		r.factories = append(r.factories, istioinformers.NewSharedInformerFactoryWithOptions(istio, 0,
+			istioinformers.WithNamespace(ns), istioinformers.WithTransform(kube.StripManagedFields)))
+	}
+	for _, k := range kinds {
+		inf, err := newCRDInformer(apiextensions, k.crd)
+		if err != nil {
+			return nil, err
+		}
+		start := func(obj any) {
+			if crdServes(obj) {
+				r.startKind(k)
+			}
+		}
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    start,
+			UpdateFunc: func(_, obj any) { start(obj) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.crds = append(r.crds, inf)
+		r.crdRegs = append(r.crdRegs, reg)
+	}
+	return r, nil
+}
+
+// AppendEventHandler adds a handler for change events; call it before Run.
+func (r *Registry) AppendEventHandler(h EventHandler) { r.handlers = append(r.handlers, h) }
+
+// Run watches the CRDs, starts the informers of the kinds that are
+// installed now or later, and delivers change events until ctx ends.
+func (r *Registry) Run(ctx context.Context) error {
+	started := false
+	r.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("istio registry: Run called twice")
+	}
+	defer r.queue.ShutDown()
+	r.mu.Lock()
+	r.stop = ctx.Done()
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, inf := range r.crds {
+		wg.Go(func() { inf.Run(ctx.Done()) })
+	}
+	defer func() {
+		for _, f := range r.factories {
+			f.Shutdown()
+		}
+	}()
+
+	start := time.Now()
+	synced := make([]cache.InformerSynced, len(r.crdRegs))
+	for i, reg := range r.crdRegs {
+		synced[i] = reg.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("istio registry: the CustomResourceDefinition watches did not sync")
+	}
+	r.crdSynced.Store(true)
+	if missing := r.missingCRDs(); len(missing) > 0 {
+		r.log.Info("Istio traffic rules are not available: their CustomResourceDefinitions are not installed; they will be watched as soon as they are",
+			"missing", strings.Join(missing, ","))
+	} else {
+		r.log.Info("watching Istio traffic rules", "kinds", len(kinds), "took", time.Since(start).Round(time.Millisecond))
+	}
+
+	wg.Go(func() {
+		for r.processNext() {
+		}
+	})
+	<-ctx.Done()
+	r.queue.ShutDown()
+	return nil
+}
+
+// missingCRDs names the CRDs whose kinds are not watched yet.
+func (r *Registry) missingCRDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var missing []string
+	for _, k := range kinds {
+		if r.watched[k.kind] == nil {
+			missing = append(missing, k.crd)
+		}
+	}
+	return missing
+}
+
+// startKind starts the informers of a kind whose CRD now serves it; it is
+// called from the CRD informers' handlers, again on every CRD update, and
+// does nothing the second time.
+func (r *Registry) startKind(k kindInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop == nil || r.watched[k.kind] != nil {
+		return
+	}
+	w := &watchedKind{}
+	for _, f := range r.factories {
+		inf := k.informer(f)
+		reg, err := inf.AddEventHandler(r.handler(k.kind))
+		if err != nil {
+			// Only a stopped informer refuses a handler: Run is ending.
+			r.log.Warn("cannot watch Istio objects", "kind", k.kind, "error", err)
+			return
+		}
+		w.informers = append(w.informers, inf)
+		w.registrations = append(w.registrations, reg)
+	}
+	// Start runs only the informers not yet running: the new kind's.
+	for _, f := range r.factories {
+		f.Start(r.stop)
+	}
+	r.watched[k.kind] = w
+	if r.crdSynced.Load() {
+		r.log.Info("Istio traffic rules available: watching", "kind", k.kind)
+	}
+}
+
+// HasSynced reports whether the CRD watches have synced and every kind
+// whose CRD is installed has its informers synced and handled. Without the
+// CRDs there is nothing to wait for.
+func (r *Registry) HasSynced() bool {
+	if !r.crdSynced.Load() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.watched {
+		for _, reg := range w.registrations {
+			if !reg.HasSynced() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Watching reports whether a kind's informers run, that is whether its
+// CRD has been seen serving.
+func (r *Registry) Watching(k Kind) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watched[k] != nil
+}
+
+func (r *Registry) processNext() bool {
+	ev, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(ev)
+	for _, h := range r.handlers {
+		h(ev)
+	}
+	r.queue.Forget(ev)
+	return true
+}
+
+// informers returns the informers of a kind, nil while it is not watched.
+func (r *Registry) informers(k Kind) []cache.SharedIndexInformer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.watched[k]; w != nil {
+		return w.informers
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package crd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apinetworking "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+)
+
+var env *testenv.Env
+
+// The package's API server starts without Istio's CRDs: TestLateInstall
+// installs them while a registry runs, and is the only test here that
+// does, so that it sees them absent whatever the test order.
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// notAvailable is the start of the line logged once without the CRDs.
+const notAvailable = "Istio traffic rules are not available"
+
+// events keeps the change events a registry emits.
+type events struct {
+	mu  sync.Mutex // guards got
+	got []Event
+}
+
+func (e *events) add(ev Event) {
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+// take returns and forgets the events recorded so far for a namespace.
+func (e *events) take(ns string) []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out, rest []Event
+	for _, ev := range e.got {
+		if ev.Namespace == ns {
+			out = append(out, ev)
+		} else {
+			rest = append(rest, ev)
+		}
+	}
+	e.got = rest
+	return out
+}
+
+// waitEvents waits for exactly the wanted events of ns, in any order, and
+// checks that no other follows within settle.
+func waitEvents(t *testing.T, rec *events, ns string, want ...Event) {
+	t.Helper()
+	var got []Event
+	testutil.Eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
+		got = append(got, rec.take(ns)...)
+		return len(got) >= len(want), fmt.Sprintf("got %v", got)
+	})
+	time.Sleep(settle) // a late duplicate would come within milliseconds
+	got = append(got, rec.take(ns)...)
+	cmpEvent := func(a, b Event) int { return strings.Compare(a.String(), b.String()) }
+	slices.SortFunc(got, cmpEvent)
+	want = slices.Clone(want)
+	slices.SortFunc(want, cmpEvent)
+	if !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+// settle is how long a test waits to see that no further event follows.
+const settle = 500 * time.Millisecond
+
+func startRegistry(t *testing.T, opts Options) (*Registry, *events) {
+	t.Helper()
+	istio, err := istioclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(istio, ext, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &events{}
+	r.AppendEventHandler(rec.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r, rec
+}
+
+// objects are one object of each kind in a namespace, named name.
+func objects(ns, name string) (*networkingv1.DestinationRule, *networkingv1.VirtualService, *networkingv1.ServiceEntry, *networkingv1.WorkloadEntry) {
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	return &networkingv1.DestinationRule{ObjectMeta: meta, Spec: apinetworking.DestinationRule{
+			Host:    "reviews",
+			Subsets: []*apinetworking.Subset{{Name: "v1", Labels: map[string]string{"version": "v1"}}},
+		}},
+		&networkingv1.VirtualService{ObjectMeta: meta, Spec: apinetworking.VirtualService{
+			Hosts: []string{"reviews"},
+			Http: []*apinetworking.HTTPRoute{{Route: []*apinetworking.HTTPRouteDestination{
+				{Destination: &apinetworking.Destination{Host: "reviews", Subset: "v1"}},
+			}}},
+		}},
+		&networkingv1.ServiceEntry{ObjectMeta: meta, Spec: apinetworking.ServiceEntry{
+			Hosts:      []string{name + ".example.com"},
+			Ports:      []*apinetworking.ServicePort{{Number: 443, Name: "https", Protocol: "TLS"}},
+			Resolution: apinetworking.ServiceEntry_DNS,
+		}},
+		&networkingv1.WorkloadEntry{ObjectMeta: meta, Spec: apinetworking.WorkloadEntry{
+			Address: "192.0.2.10",
+			Labels:  map[string]string{"app": "reviews"},
+		}}
+}
+
+// TestLateInstall starts registries on an API server without Istio's CRDs,
+// installs them while they run, and follows objects of each kind through
+// the reads and the events; a registry limited to one namespace sees only
+// that namespace.
+func TestLateInstall(t *testing.T) {
+	ctx := t.Context()
+	logs := testutil.NewLines()
+	all, allEvents := startRegistry(t, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	nsA, nsB := env.Namespace(t, nil), env.Namespace(t, nil)
+	scoped, scopedEvents := startRegistry(t, Options{Namespaces: []string{nsA}, Logger: slog.New(slog.DiscardHandler)})
+
+	// Without the CRDs: synced at once, nothing watched, one log line.
+	testutil.Eventually(t, "synced without the CRDs", func() (bool, string) { return all.HasSynced() && scoped.HasSynced(), "" })
+	logs.Await(t, notAvailable, 0, func(l string) bool { return strings.Contains(l, notAvailable) })
+	for _, k := range kinds {
+		if all.Watching(k.kind) {
+			t.Fatalf("%s watched before its CRD exists", k.kind)
+		}
+	}
+	if got := all.DestinationRules(); len(got) != 0 {
+		t.Fatalf("DestinationRules() = %v without the CRD", got)
+	}
+
+	path, err := testenv.IstioCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.InstallCRDs(path); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "every kind watched and synced", func() (bool, string) {
+		for _, r := range []*Registry{all, scoped} {
+			for _, k := range kinds {
+				if !r.Watching(k.kind) {
+					return false, string(k.kind) + " not watched"
+				}
+			}
+			if !r.HasSynced() {
+				return false, "not synced"
+			}
+		}
+		return true, ""
+	})
+
+	istio, err := istioclient.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := istio.NetworkingV1()
+	create := func(ns string) {
+		t.Helper()
+		dr, vs, se, we := objects(ns, "reviews")
+		if _, err := net.DestinationRules(ns).Create(ctx, dr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.ServiceEntries(ns).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := net.WorkloadEntries(ns).Create(ctx, we, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventsOf := func(ns string) []Event {
+		var out []Event
+		for _, k := range kinds {
+			out = append(out, Event{Kind: k.kind, Namespace: ns, Name: "reviews"})
+		}
+		return out
+	}
+	create(nsA)
+	create(nsB)
+	waitEvents(t, allEvents, nsA, eventsOf(nsA)...)
+	waitEvents(t, allEvents, nsB, eventsOf(nsB)...)
+	waitEvents(t, scopedEvents, nsA, eventsOf(nsA)...)
+	waitEvents(t, scopedEvents, nsB)
+
+	dr := all.DestinationRule(nsA, "reviews")
+	if dr == nil || dr.Spec.GetHost() != "reviews" || len(dr.Spec.GetSubsets()) != 1 {
+		t.Fatalf("DestinationRule(%s, reviews) = %v", nsA, dr)
+	}
+	if dr.ManagedFields != nil {
+		t.Fatal("managedFields kept in the cache")
+	}
+	if vs := all.VirtualService(nsA, "reviews"); vs == nil || vs.Spec.GetHttp()[0].GetRoute()[0].GetDestination().GetSubset() != "v1" {
+		t.Fatalf("VirtualService(%s, reviews) = %v", nsA, vs)
+	}
+	if se := all.ServiceEntry(nsA, "reviews"); se == nil || se.Spec.GetResolution() != apinetworking.ServiceEntry_DNS {
+		t.Fatalf("ServiceEntry(%s, reviews) = %v", nsA, se)
+	}
+	if we := all.WorkloadEntry(nsA, "reviews"); we == nil || we.Spec.GetAddress() != "192.0.2.10" {
+		t.Fatalf("WorkloadEntry(%s, reviews) = %v", nsA, we)
+	}
+	names := func(objs []metav1.Object) []string {
+		var out []string
+		for _, o := range objs {
+			if o.GetNamespace() == nsA || o.GetNamespace() == nsB {
+				out = append(out, o.GetNamespace())
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		all  []metav1.Object
+		want []string
+	}{
+		{"DestinationRules", asObjects(all.DestinationRules()), []string{nsA, nsB}},
+		{"VirtualServices", asObjects(all.VirtualServices()), []string{nsA, nsB}},
+		{"ServiceEntries", asObjects(all.ServiceEntries()), []string{nsA, nsB}},
+		{"WorkloadEntries", asObjects(all.WorkloadEntries()), []string{nsA, nsB}},
+		{"scoped DestinationRules", asObjects(scoped.DestinationRules()), []string{nsA}},
+		{"scoped WorkloadEntries", asObjects(scoped.WorkloadEntries()), []string{nsA}},
+	} {
+		if got := names(tc.all); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: namespaces %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if scoped.DestinationRule(nsB, "reviews") != nil {
+		t.Error("a namespace-scoped registry returned an object of another namespace")
+	}
+
+	// A status write (istiod's, in a cluster that runs it) changes the
+	// resourceVersion alone: no event.
+	se := all.ServiceEntry(nsA, "reviews").DeepCopy()
+	se.Status.ObservedGeneration = se.Generation
+	if _, err := net.ServiceEntries(nsA).UpdateStatus(ctx, se, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A spec change: one event.
+	vs := all.VirtualService(nsA, "reviews").DeepCopy()
+	vs.Spec.Hosts = append(vs.Spec.Hosts, "ratings")
+	if _, err := net.VirtualServices(nsA).Update(ctx, vs, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, allEvents, nsA, Event{VirtualService, nsA, "reviews"})
+	if got := all.VirtualService(nsA, "reviews").Spec.GetHosts(); !slices.Equal(got, []string{"reviews", "ratings"}) {
+		t.Fatalf("VirtualService hosts after the update = %v", got)
+	}
+
+	// Deletes: one event each, and the reads say nil.
+	if err := net.DestinationRules(nsA).Delete(ctx, "reviews", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.WorkloadEntries(nsA).Delete(ctx, "reviews", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, allEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"})
+	waitEvents(t, scopedEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"}, Event{VirtualService, nsA, "reviews"})
+	if all.DestinationRule(nsA, "reviews") != nil || all.WorkloadEntry(nsA, "reviews") != nil {
+		t.Fatal("deleted objects still read")
+	}
+
+	if n := strings.Count(logs.String(), notAvailable); n != 1 {
+		t.Fatalf("%q logged %d times, want once:\n%s", notAvailable, n, logs.String())
+	}
+}
+
+func asObjects[T metav1.Object](in []T) []metav1.Object {
+	out := make([]metav1.Object, len(in))
+	for i, o := range in {
+		out[i] = o
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// IstioCRDs returns the path of istio.io/api's CustomResourceDefinitions
+// (all of Istio's, the four traffic kinds among them) in the module cache,
+// at the version go.mod requires, so that tests install exactly what the
+// code was built against.
+func IstioCRDs() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "istio.io/api")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("testenv: locating istio.io/api in the module cache: %w\n%s", err, stderr.String())
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("testenv: istio.io/api is not downloaded; run go mod download")
+	}
+	return filepath.Join(dir, "kubernetes", "customresourcedefinitions.gen.yaml"), nil
+}
+
+// InstallCRDs installs the CustomResourceDefinitions in the manifests at
+// paths (files or folders) and waits until the API server serves them.
+// CRDs are cluster-wide and cost the API server a little for every test
+// that follows, so only the packages that need them call this.
+func (e *Env) InstallCRDs(paths ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	crds, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
+		Paths:              paths,
+		ErrorIfPathMissing: true,
+		MaxTime:            60 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testenv: installing CRDs from %v: %w", paths, err)
+	}
+	return crds, nil
+}
