@@ -154,6 +154,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return err
 		}
 	}
+	istioCtx, stopIstio := context.WithCancel(ctx)
+	waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
+	if err != nil {
+		stopIstio()
+		return err
+	}
+	defer waitIstio()
+	defer stopIstio()
 	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, f, m)
 }
 

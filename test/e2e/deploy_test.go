@@ -143,7 +143,8 @@ func countKind(objs []*unstructured.Unstructured, kind string) int {
 // apply the same objects. Then meshpilot runs with the Deployment's own
 // container args and a token of the Deployment's ServiceAccount: it must
 // answer the Deployment's probes, sync and serve without a single
-// forbidden error.
+// forbidden error, and start watching Istio's traffic rules when their
+// CRDs are installed while it runs.
 func TestDeployManifests(t *testing.T) {
 	objs := readManifests(t)
 	for _, want := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
@@ -217,6 +218,8 @@ func TestDeployManifests(t *testing.T) {
 	testutil.AwaitHTTP(t, "http://"+addrs["debug"]+"/debug/syncz", http.StatusOK)
 	cc := grpctest.Channel(t, addrs["grpc-xds"], "xds:///rbac:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
+	checkServiceAccountIstioAccess(t, deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName)
+	checkIstioLateInstall(t, out)
 	if strings.Contains(strings.ToLower(out.String()), "forbidden") {
 		t.Fatalf("meshpilot met a forbidden error with the deploy/ RBAC:\n%s", out.String())
 	}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/rest"
+
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/internal/metrics"
+	"github.com/meshpilot/meshpilot/internal/registry/crd"
+)
+
+// runIstioRegistry watches Istio's traffic rules beside the Kubernetes
+// registry until ctx ends; the returned function waits for it to stop.
+// Nothing it holds reaches clients yet, so it is not a source of the
+// aggregate and does not hold readiness back: without the CRDs it logs
+// once and waits for them.
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (wait func(), err error) {
+	istio, err := istioclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building an Istio client: %w", err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building an apiextensions client: %w", err)
+	}
+	reg, err := crd.New(istio, ext, crd.Options{
+		Namespaces:   f.namespaces,
+		Logger:       log,
+		QueueMetrics: m.WorkqueueProvider(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := reg.Run(ctx); err != nil {
+			log.Error("Istio traffic rules stopped", "error", err)
+		}
+	}()
+	return func() { <-done }, nil
+}

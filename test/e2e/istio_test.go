@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshpilot/meshpilot/internal/registry/crd"
+	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+)
+
+// checkServiceAccountIstioAccess asks the API server what deploy/'s RBAC
+// lets the ServiceAccount do with Istio's traffic rules and their CRDs:
+// list and watch on exactly the four kinds, and on exactly their four
+// CRDs, by name.
+func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
+	t.Helper()
+	type access struct {
+		verb, group, resource, name string
+		allowed                     bool
+	}
+	var cases []access
+	for _, res := range []string{"destinationrules", "virtualservices", "serviceentries", "workloadentries"} {
+		cases = append(cases,
+			access{"list", crd.Group, res, "", true},
+			access{"watch", crd.Group, res, "", true},
+			access{"get", crd.Group, res, "", false},
+			access{"update", crd.Group, res, "", false})
+	}
+	for _, name := range crd.CRDNames() {
+		cases = append(cases,
+			access{"list", "apiextensions.k8s.io", "customresourcedefinitions", name, true},
+			access{"watch", "apiextensions.k8s.io", "customresourcedefinitions", name, true},
+			access{"get", "apiextensions.k8s.io", "customresourcedefinitions", name, false})
+	}
+	cases = append(cases,
+		access{"list", crd.Group, "gateways", "", false},
+		access{"list", crd.Group, "sidecars", "", false},
+		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", false},
+		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "gateways.networking.istio.io", false})
+	user := fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa)
+	for _, c := range cases {
+		review, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx(t), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: c.verb, Group: c.group, Resource: c.resource, Name: c.name,
+				},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != c.allowed {
+			t.Errorf("%s may %s %s.%s %q: %v, want %v", user, c.verb, c.resource, c.group, c.name, review.Status.Allowed, c.allowed)
+		}
+	}
+}
+
+// Lines meshpilot logs about Istio's traffic rules.
+const (
+	istioMissingLine   = "Istio traffic rules are not available"
+	istioAvailableLine = "Istio traffic rules available"
+)
+
+// checkIstioLateInstall follows a running meshpilot, started on an API
+// server without Istio's CRDs, through their installation: it has said
+// once that the rules are not available, and it starts watching each of
+// the four kinds, with its own rights, without a restart.
+func checkIstioLateInstall(t *testing.T, out *testutil.Buffer) {
+	t.Helper()
+	awaitOutput(t, out, istioMissingLine, 1)
+	path, err := testenv.IstioCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.InstallCRDs(path); err != nil {
+		t.Fatal(err)
+	}
+	awaitOutput(t, out, istioAvailableLine, 4)
+	if n := strings.Count(out.String(), istioMissingLine); n != 1 {
+		t.Fatalf("%q logged %d times, want once:\n%s", istioMissingLine, n, out.String())
+	}
+}
+
+// awaitOutput waits until out holds line n times.
+func awaitOutput(t *testing.T, out *testutil.Buffer, line string, n int) {
+	t.Helper()
+	testutil.Eventually(t, fmt.Sprintf("%d lines with %q", n, line), func() (bool, string) {
+		return strings.Count(out.String(), line) >= n, "output:\n" + out.String()
+	})
+}
