@@ -16,17 +16,18 @@ import (
 
 // runIstioRegistry watches Istio's traffic rules beside the Kubernetes
 // registry until ctx ends; the returned function waits for it to stop.
-// Nothing it holds reaches clients yet, so it is not a source of the
-// aggregate and does not hold readiness back: without the CRDs it logs
-// once and waits for them.
-func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (wait func(), err error) {
+// Its DestinationRules reach the generators through the returned
+// policies. It does not hold readiness back: rules that arrive later are
+// pushed like any change, and without the CRDs it logs once and waits
+// for them.
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (policies *crd.Policies, wait func(), err error) {
 	istio, err := istioclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building an Istio client: %w", err)
+		return nil, nil, fmt.Errorf("building an Istio client: %w", err)
 	}
 	ext, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building an apiextensions client: %w", err)
+		return nil, nil, fmt.Errorf("building an apiextensions client: %w", err)
 	}
 	reg, err := crd.New(istio, ext, crd.Options{
 		Namespaces:   f.namespaces,
@@ -34,8 +35,11 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *
 		QueueMetrics: m.WorkqueueProvider(),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	// Istio's root namespace, whose rules apply mesh-wide, is its system
+	// namespace by default: meshpilot's is --system-namespace.
+	policies = crd.NewPolicies(reg, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -43,5 +47,5 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *
 			log.Error("Istio traffic rules stopped", "error", err)
 		}
 	}()
-	return func() { <-done }, nil
+	return policies, func() { <-done }, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
+	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
@@ -119,7 +120,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 				return err
 			}
 		}
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, f, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, nil, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -155,19 +156,24 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 	}
 	istioCtx, stopIstio := context.WithCancel(ctx)
-	waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
+	policies, waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
 	if err != nil {
 		stopIstio()
 		return err
 	}
 	defer waitIstio()
 	defer stopIstio()
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, f, m)
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, policies, f, m)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
-// mesh; m, when not nil, holds metrics the registry already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, f serveFlags, m *metrics.Metrics) error {
+// mesh and, when not nil, the DestinationRules of policies; m, when not
+// nil, holds metrics the registry already reports to.
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, policies *crd.Policies, f serveFlags, m *metrics.Metrics) error {
+	var ps server.PolicySource
+	if policies != nil {
+		ps = policies
+	}
 	srv, err := server.New(server.Options{
 		Sources:      []aggregate.Source{source},
 		DomainSuffix: f.domainSuffix,
@@ -185,6 +191,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
 		Metrics:               m,
 		Mesh:                  mesh,
+		Policies:              ps,
 	})
 	if err != nil {
 		return err

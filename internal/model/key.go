@@ -37,6 +37,9 @@ const (
 	// KindMeshConfig is the mesh-wide settings (MeshSettings); there is
 	// one, named "".
 	KindMeshConfig
+	// KindDestinationRule is the set of rules (DestinationRules) for a
+	// host, named by the host's FQDN.
+	KindDestinationRule
 )
 
 func (k KeyKind) String() string {
@@ -49,6 +52,8 @@ func (k KeyKind) String() string {
 		return "Namespace"
 	case KindMeshConfig:
 		return "MeshConfig"
+	case KindDestinationRule:
+		return "DestinationRule"
 	}
 	return "Unknown"
 }

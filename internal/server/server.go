@@ -69,9 +69,18 @@ type Options struct {
 	// Mesh follows the mesh-wide settings (MeshConfig); Istio's defaults
 	// when nil. Run runs it; a change is pushed as model.MeshConfigKey.
 	Mesh *meshconfig.Watcher
+	// Policies, when set, holds the DestinationRules generators apply; a
+	// change is pushed as the model.DestinationRuleKey of its host.
+	Policies PolicySource
 	// Debounce shapes pushes.
 	Debounce push.Options
 	Logger   *slog.Logger
+}
+
+// PolicySource is a model.PolicyIndex that reports its changes.
+type PolicySource interface {
+	model.PolicyIndex
+	AppendEventHandler(model.EventHandler)
 }
 
 // DefaultMaxConnectionAgeGrace is how long streams may go on after
@@ -122,6 +131,7 @@ func New(opts Options) (*Server, error) {
 		Workloads:    registry,
 		DomainSuffix: opts.DomainSuffix,
 		Mesh:         opts.Mesh,
+		Policies:     policyIndex(opts.Policies),
 		Ready:        s.ready,
 		Logger:       opts.Logger,
 		Observer:     opts.Metrics,
@@ -131,6 +141,9 @@ func New(opts Options) (*Server, error) {
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.AppendEventHandler(s.onEvent)
 	opts.Mesh.AppendEventHandler(s.onEvent)
+	if opts.Policies != nil {
+		opts.Policies.AppendEventHandler(s.onEvent)
+	}
 
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(100000),
@@ -242,6 +255,14 @@ func (s *Server) httpHandler() http.Handler {
 	mux.Handle("/v3/discovery:listeners", rest)
 	mux.Handle("/v3/discovery:routes", rest)
 	return mux
+}
+
+// policyIndex keeps a nil PolicySource a nil interface.
+func policyIndex(p PolicySource) model.PolicyIndex {
+	if p == nil {
+		return nil
+	}
+	return p
 }
 
 func (s *Server) onEvent(ev model.Event) {

@@ -18,12 +18,14 @@ const ClusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 // extension's name) under which Envoy reads upstream HTTP options.
 const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
-// clusterGenerator builds the cluster "outbound|<port>||<FQDN>": an EDS
-// cluster over ADS with round robin, or for a DNS alias (ExternalName) a
-// LOGICAL_DNS cluster pointing at the external name. gRPC clients ignore
-// the fields only Envoy reads (common_lb_config,
-// typed_extension_protocol_options), so every client gets the same
-// cluster.
+// clusterGenerator builds the cluster "outbound|<port>|<subset>|<FQDN>":
+// an EDS cluster over ADS with round robin, or for a DNS alias
+// (ExternalName) a LOGICAL_DNS cluster pointing at the external name,
+// with the traffic policy of the DestinationRule the client follows
+// (applyTrafficPolicy). A subset cluster exists when that rule defines
+// the subset. gRPC clients ignore the fields only Envoy reads
+// (common_lb_config, typed_extension_protocol_options), so every client
+// gets the same cluster unless the policy says otherwise.
 type clusterGenerator struct{ GeneratorOptions }
 
 func (*clusterGenerator) Type() ResourceType {
@@ -32,12 +34,19 @@ func (*clusterGenerator) Type() ResourceType {
 
 func (g *clusterGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
-func (g *clusterGenerator) Generate(_ *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name, model.KindService)
+func (g *clusterGenerator) Generate(c *Client, name string) Result {
+	svc, key, deps := clusterTarget(g.Discovery, name, model.KindService)
 	if svc == nil {
 		return Result{Deps: deps}
 	}
-	return Result{Deps: deps, Resource: buildCluster(name, svc, port)}
+	rule, deps, vary := g.ruleFor(c, svc, deps)
+	policy, ok := rule.PolicyFor(key.Port, key.Subset)
+	if !ok {
+		return Result{Deps: deps, Vary: vary}
+	}
+	cl := buildCluster(name, svc, key.Port)
+	vary |= applyTrafficPolicy(cl, policy, c)
+	return Result{Deps: deps, Resource: cl, Vary: vary}
 }
 
 func buildCluster(name string, svc *model.Service, port int32) *cluster.Cluster {

@@ -8,7 +8,7 @@
 // naming contract of DESIGN.md. Given a client and a name it returns the
 // resource, the model keys it read (model.ConfigKey: a service's
 // definition, a service's endpoints, a namespace's set of services, the
-// mesh settings) and
+// mesh settings, the DestinationRules of a host) and
 // the facts about the client it
 // depends on (Vary). A new type is one file and one line in generators.
 //
@@ -36,8 +36,16 @@
 //     healthy panic threshold of 0; for an ExternalName service
 //     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name
 //     and the service port. Ports that speak HTTP/2 (gRPC, gRPC-Web, HTTP2)
-//     carry explicit HTTP/2 upstream options for Envoy.
-//   - ClusterLoadAssignment: one locality entry per region/zone/subzone,
+//     carry explicit HTTP/2 upstream options for Envoy. The DestinationRule
+//     the client follows (model.PolicyIndex: its namespace's rule, else the
+//     service's namespace's, else the root namespace's) sets its traffic
+//     policy (policy.go) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
+//     exists for a subset of that rule. What reads a rule depends on
+//     model.DestinationRuleKey(host), and varies by namespace when rules of
+//     several namespaces could apply. Subset clusters are served by name,
+//     not in wildcard lists yet.
+//   - ClusterLoadAssignment (a subset's: the endpoints its labels
+//     select): one locality entry per region/zone/subzone,
 //     weighted by its number of HEALTHY endpoints, each endpoint with its
 //     health; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to

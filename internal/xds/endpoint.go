@@ -16,7 +16,8 @@ import (
 const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 
 // endpointGenerator builds the ClusterLoadAssignment of
-// "outbound|<port>||<FQDN>": one LocalityLbEndpoints per
+// "outbound|<port>|<subset>|<FQDN>" (a subset's: the endpoints its labels
+// select, when the client's DestinationRule defines it): one LocalityLbEndpoints per
 // region/zone/subzone (in a stable order), each endpoint with its health.
 // An address:port appears once (grpc-go rejects duplicates). None when
 // the service port does not exist or the service is a DNS alias (its
@@ -39,12 +40,27 @@ func (*endpointGenerator) Type() ResourceType {
 func (g *endpointGenerator) AllNames() []string { return clusterNames(g.Discovery, true) }
 
 func (g *endpointGenerator) Generate(c *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name, model.KindEndpoints)
+	svc, key, deps := clusterTarget(g.Discovery, name, model.KindEndpoints)
 	if svc == nil || svc.Resolution == model.DNSAlias {
 		return Result{Deps: deps}
 	}
+	port := key.Port
+	var selector model.Labels
+	var vary Vary
+	if key.Subset != "" {
+		// Only a subset's endpoints depend on the rule: the whole
+		// service's never do.
+		var rule *model.DestinationRule
+		rule, deps, vary = g.ruleFor(c, svc, deps)
+		s := rule.Subset(key.Subset)
+		if s == nil {
+			return Result{Deps: deps, Vary: vary}
+		}
+		// A subset without labels selects every endpoint, as in Istio.
+		selector = s.Labels
+	}
 	near := closenessFor(svc, c)
-	eps := g.Discovery.Endpoints(svc.Hostname, port, nil)
+	eps := g.Discovery.Endpoints(svc.Hostname, port, selector)
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	groups := map[groupKey]*localityGroup{}
 	var order []*localityGroup
@@ -82,7 +98,7 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	slices.SortFunc(order, func(a, b *localityGroup) int {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), strings.Compare(a.sortKey, b.sortKey))
 	})
-	vary := near.vary
+	vary |= near.vary
 	for _, grp := range order {
 		if grp.healthy > 0 {
 			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.healthy)

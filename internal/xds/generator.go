@@ -116,6 +116,10 @@ type GeneratorOptions struct {
 	// Mesh publishes the mesh-wide settings; nil means Istio's defaults.
 	// What reads them depends on model.MeshConfigKey.
 	Mesh model.MeshWatcher
+	// Policies answers which DestinationRule a client's traffic to a
+	// host follows; nil: none does. What reads it depends on the host's
+	// model.DestinationRuleKey.
+	Policies model.PolicyIndex
 }
 
 var defaultMesh = &model.MeshSettings{}

@@ -12,9 +12,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
 	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
+	"github.com/meshpilot/meshpilot/internal/registry/crd"
 )
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
@@ -37,15 +40,42 @@ type goldenInput struct {
 		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
 		TrafficDistribution   string `json:"trafficDistribution"`
 		Endpoints             []struct {
-			Address  string `json:"address"`
-			Port     uint32 `json:"port"`
-			PortName string `json:"portName"`
-			Locality string `json:"locality"`
-			Health   string `json:"health"`
-			Node     string `json:"node"`
+			Address  string       `json:"address"`
+			Port     uint32       `json:"port"`
+			PortName string       `json:"portName"`
+			Locality string       `json:"locality"`
+			Health   string       `json:"health"`
+			Node     string       `json:"node"`
+			Labels   model.Labels `json:"labels"`
 		} `json:"endpoints"`
 	} `json:"services"`
-	Clients []goldenClient `json:"clients"`
+	// DestinationRules are Istio's objects, converted as the Kubernetes
+	// source converts them; rootNamespace is goldenRootNamespace.
+	DestinationRules []*networkingv1.DestinationRule `json:"destinationRules"`
+	Clients          []goldenClient                  `json:"clients"`
+}
+
+// goldenRootNamespace is the root namespace of golden cases, Istio's
+// default.
+const goldenRootNamespace = "istio-system"
+
+// loadPolicies converts a golden input's DestinationRules; nil without
+// any, as a server without the Istio source has none.
+func loadPolicies(t testing.TB, in *goldenInput, suffix string) model.PolicyIndex {
+	t.Helper()
+	if len(in.DestinationRules) == 0 {
+		return nil
+	}
+	var rules []*model.DestinationRule
+	for _, dr := range in.DestinationRules {
+		r, ok := crd.ConvertDestinationRule(dr, suffix)
+		if !ok {
+			t.Logf("DestinationRule %s/%s is not served (host %q)", dr.Namespace, dr.Name, dr.Spec.GetHost())
+			continue
+		}
+		rules = append(rules, r)
+	}
+	return model.NewStaticPolicies(goldenRootNamespace, rules)
 }
 
 type goldenClient struct {
@@ -133,6 +163,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			ep := &model.Endpoint{
 				Address: e.Address, Port: e.Port, ServicePortName: e.PortName,
 				Locality: model.ParseLocality(e.Locality), Namespace: s.Namespace, NodeName: e.Node,
+				Labels: e.Labels,
 			}
 			switch e.Health {
 			case "", "HEALTHY":
@@ -183,7 +214,10 @@ func TestGolden(t *testing.T) {
 		if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 			t.Fatal(err)
 		}
-		g := serve(loadModel(t, &in, model.DefaultDomainSuffix))
+		g := &servedModel{NewServer(Options{
+			Discovery: loadModel(t, &in, model.DefaultDomainSuffix),
+			Policies:  loadPolicies(t, &in, model.DefaultDomainSuffix),
+		})}
 		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
 		for _, c := range in.Clients {
 			client := ClientFromNode(c.node(t))

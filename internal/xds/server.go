@@ -29,6 +29,9 @@ type Options struct {
 	// Mesh, when set, publishes the mesh-wide settings; a change of them
 	// is pushed as model.MeshConfigKey. Nil means Istio's defaults.
 	Mesh model.MeshWatcher
+	// Policies answers which DestinationRule applies to a client's
+	// traffic; nil: none. A change is pushed as model.DestinationRuleKey.
+	Policies model.PolicyIndex
 	// Ready reports whether the model is complete. Until it is, new xDS
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
@@ -89,7 +92,7 @@ func NewServer(opts Options) *Server {
 		watches: newWatchIndex(),
 		tracker: newClientTracker(opts.Observer),
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh})
+	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh, Policies: opts.Policies})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}

@@ -28,9 +28,13 @@
 //     deleted. Updates that cannot matter (the same resourceVersion, as a
 //     relist replays them; or a status-only write) emit nothing.
 //
-// Nothing here reaches xDS yet: no generator reads this registry, and it
-// is not a source of the aggregate registry; its HasSynced is therefore
-// not part of readiness. The conversions that turn these objects into
-// clusters, routes and endpoints come next and will plug in behind the
-// aggregate.
+// DestinationRules reach xDS through Policies (model.PolicyIndex): each
+// converted (ConvertDestinationRule: short hosts resolved against the
+// rule's namespace; subsets; loadBalancer.simple and http2MaxRequests,
+// with portLevelSettings and per-subset overrides) and indexed by host;
+// a change is a model.ConfigChanged event with the DestinationRuleKey of
+// the hosts it touched. Wildcard hosts and exportTo are not handled yet.
+// The other kinds reach nothing yet. The registry is not a source of the
+// aggregate registry, and its HasSynced is not part of readiness: rules
+// that arrive later are pushed like any change.
 package crd

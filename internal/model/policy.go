@@ -1,0 +1,197 @@
+package model
+
+// DestinationRule is what a rule (Istio's DestinationRule) says about
+// the traffic to one host, in the terms generators use: the subsets of
+// its endpoints and the traffic policy of its clusters. A DestinationRule
+// is never changed once published.
+type DestinationRule struct {
+	// Namespace and Name identify the object it came from.
+	Namespace, Name string
+	// Host is the FQDN it applies to.
+	Host Hostname
+	// Policy applies to every cluster of the host, unless a port's or a
+	// subset's overrides it.
+	Policy  *TrafficPolicy
+	Subsets []Subset
+}
+
+// Subset is a named part of a host's endpoints.
+type Subset struct {
+	Name string
+	// Labels select the endpoints; nil selects every endpoint.
+	Labels Labels
+	// Policy, when not nil, overrides the rule's for this subset's
+	// clusters, field by field as Istio merges them.
+	Policy *TrafficPolicy
+}
+
+// LoadBalancer is a cluster's load balancing algorithm.
+type LoadBalancer uint8
+
+const (
+	// LBDefault: none set (round robin).
+	LBDefault LoadBalancer = iota
+	LBRoundRobin
+	LBLeastRequest
+	LBRandom
+)
+
+// TrafficPolicy is the part of a rule's trafficPolicy meshpilot applies.
+type TrafficPolicy struct {
+	LoadBalancer LoadBalancer
+	// MaxRequests is connectionPool.http.http2MaxRequests; 0: unset.
+	MaxRequests int32
+	// PortLevel holds the per-port policies, by port number; they replace
+	// the top-level fields they set.
+	PortLevel map[int32]*TrafficPolicy
+}
+
+// ForPort returns the policy in force on a port: the port's settings over
+// the policy's own. Istio merges portLevelSettings over the top level
+// field by field (loadBalancer, connectionPool, ...), which is what this
+// does for the fields meshpilot reads.
+func (p *TrafficPolicy) ForPort(port int32) TrafficPolicy {
+	if p == nil {
+		return TrafficPolicy{}
+	}
+	out := TrafficPolicy{LoadBalancer: p.LoadBalancer, MaxRequests: p.MaxRequests}
+	if pl := p.PortLevel[port]; pl != nil {
+		out.overlay(pl)
+	}
+	return out
+}
+
+func (p *TrafficPolicy) overlay(o *TrafficPolicy) {
+	if o.LoadBalancer != LBDefault {
+		p.LoadBalancer = o.LoadBalancer
+	}
+	if o.MaxRequests != 0 {
+		p.MaxRequests = o.MaxRequests
+	}
+}
+
+// PolicyFor returns the traffic policy of a cluster of the rule: the
+// rule's policy for the port, then the subset's for the port over it
+// (Istio's MergeTrafficPolicy). subset is "" for the whole host; a
+// subset the rule does not define yields false.
+func (r *DestinationRule) PolicyFor(port int32, subset string) (TrafficPolicy, bool) {
+	if r == nil {
+		return TrafficPolicy{}, subset == ""
+	}
+	out := r.Policy.ForPort(port)
+	if subset == "" {
+		return out, true
+	}
+	s := r.Subset(subset)
+	if s == nil {
+		return TrafficPolicy{}, false
+	}
+	if s.Policy != nil {
+		sp := s.Policy.ForPort(port)
+		out.overlay(&sp)
+	}
+	return out, true
+}
+
+// Subset returns the subset with that name, or nil.
+func (r *DestinationRule) Subset(name string) *Subset {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Subsets {
+		if r.Subsets[i].Name == name {
+			return &r.Subsets[i]
+		}
+	}
+	return nil
+}
+
+// PolicyIndex answers which rule applies to the traffic of a client to a
+// host. It is safe for concurrent use; what it returns is immutable. A
+// change to the rules of a host is reported as an event of kind
+// ConfigChanged with DestinationRuleKey(host).
+type PolicyIndex interface {
+	// DestinationRuleFor returns the rule for traffic from a client in
+	// clientNamespace to host, a service of serviceNamespace, or nil.
+	// byClient reports whether the answer depends on clientNamespace
+	// (a rule for the host exists in a namespace that only its own
+	// clients see).
+	DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (rule *DestinationRule, byClient bool)
+}
+
+// DestinationRuleKey is the key of the rules that apply to a host: what
+// reads them depends on it.
+func DestinationRuleKey(h Hostname) ConfigKey {
+	return ConfigKey{Kind: KindDestinationRule, Name: string(h)}
+}
+
+// HostRules are the rules for one host, one per namespace that has one.
+type HostRules map[string]*DestinationRule
+
+// Choose picks the rule for a client as Istio does for one host: the
+// client's namespace's rule first, then the service's namespace's, then
+// the root namespace's; rules of other namespaces do not apply. A client
+// of the root namespace looks in the service's namespace first, as Istio
+// does (system services deployed there keep their own rules). byClient
+// is false only when every client gets the same answer: the host has a
+// single rule, in the service's or the root namespace.
+func (h HostRules) Choose(serviceNS, clientNS, rootNS string) (rule *DestinationRule, byClient bool) {
+	if len(h) == 0 {
+		return nil, false
+	}
+	byClient = len(h) > 1
+	for ns := range h {
+		if ns != serviceNS && ns != rootNS {
+			byClient = true
+		}
+	}
+	order := []string{clientNS, serviceNS, rootNS}
+	if clientNS == rootNS {
+		order = []string{serviceNS, rootNS}
+	}
+	for _, ns := range order {
+		if ns == "" {
+			continue
+		}
+		if r := h[ns]; r != nil {
+			return r, byClient
+		}
+	}
+	return nil, byClient
+}
+
+// StaticPolicies is a PolicyIndex over a fixed set of rules (tests; a
+// source that rebuilds its index on each change). The first rule by name
+// wins among those of one namespace for one host.
+type StaticPolicies struct {
+	root   string
+	byHost map[Hostname]HostRules
+}
+
+// NewStaticPolicies indexes rules; rootNamespace holds mesh-wide rules.
+func NewStaticPolicies(rootNamespace string, rules []*DestinationRule) *StaticPolicies {
+	p := &StaticPolicies{root: rootNamespace, byHost: map[Hostname]HostRules{}}
+	for _, r := range rules {
+		h := p.byHost[r.Host]
+		if h == nil {
+			h = HostRules{}
+			p.byHost[r.Host] = h
+		}
+		h.Add(r)
+	}
+	return p
+}
+
+// Add records a rule unless its namespace already has one for the host
+// that comes first by name: Istio merges the rules of one namespace for
+// one host, meshpilot keeps the first.
+func (h HostRules) Add(r *DestinationRule) {
+	if cur := h[r.Namespace]; cur == nil || r.Name < cur.Name {
+		h[r.Namespace] = r
+	}
+}
+
+// DestinationRuleFor implements PolicyIndex.
+func (p *StaticPolicies) DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (*DestinationRule, bool) {
+	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.root)
+}

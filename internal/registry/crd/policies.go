@@ -1,0 +1,130 @@
+package crd
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// PolicyOptions configure Policies.
+type PolicyOptions struct {
+	// DomainSuffix resolves short hosts; "cluster.local" when empty.
+	DomainSuffix string
+	// RootNamespace holds the rules that apply mesh-wide (Istio's
+	// MeshConfig rootNamespace).
+	RootNamespace string
+}
+
+// Policies is the DestinationRules of a Registry as generators read them
+// (model.PolicyIndex): converted, indexed by host, and chosen for a
+// client as Istio chooses. A change to a rule is reported, once visible,
+// as a model.ConfigChanged event with the DestinationRuleKey of each host
+// the rule applied to before or applies to now.
+//
+// Not done yet: wildcard hosts are ignored; exportTo is not read (every
+// rule is visible as if exported to "*"); two rules of one namespace for
+// one host are not merged as Istio merges them: the first by name wins.
+type Policies struct {
+	reg  *Registry
+	opts PolicyOptions
+
+	handlersMu sync.Mutex // guards handlers
+	handlers   []model.EventHandler
+
+	mu sync.RWMutex // guards rules and byHost
+	// rules holds each object's converted rule, by namespace/name.
+	rules map[string]*model.DestinationRule
+	// byHost holds, per host, the rule of each namespace that has one.
+	byHost map[model.Hostname]model.HostRules
+}
+
+// NewPolicies builds the policy view of reg; it follows reg's events, so
+// call it before reg runs.
+func NewPolicies(reg *Registry, opts PolicyOptions) *Policies {
+	p := &Policies{
+		reg:    reg,
+		opts:   opts,
+		rules:  map[string]*model.DestinationRule{},
+		byHost: map[model.Hostname]model.HostRules{},
+	}
+	reg.AppendEventHandler(p.onEvent)
+	return p
+}
+
+// AppendEventHandler adds a handler of the policy events. It may be
+// called while the registry runs (the server is built after the rules
+// are being watched); a handler misses the events before it was added,
+// which is harmless to a reader that has served nothing yet.
+func (p *Policies) AppendEventHandler(h model.EventHandler) {
+	p.handlersMu.Lock()
+	p.handlers = append(p.handlers, h)
+	p.handlersMu.Unlock()
+}
+
+func (p *Policies) onEvent(ev Event) {
+	if ev.Kind != DestinationRule {
+		return
+	}
+	var now *model.DestinationRule
+	if obj := p.reg.DestinationRule(ev.Namespace, ev.Name); obj != nil {
+		now, _ = ConvertDestinationRule(obj, p.opts.DomainSuffix)
+	}
+	hosts := p.set(ev.Namespace+"/"+ev.Name, now)
+	p.handlersMu.Lock()
+	handlers := p.handlers
+	p.handlersMu.Unlock()
+	for _, h := range hosts {
+		for _, handle := range handlers {
+			handle(model.Event{Kind: model.ConfigChanged, Config: model.DestinationRuleKey(h)})
+		}
+	}
+}
+
+// set records an object's rule (nil: gone) and returns the hosts whose
+// rules changed.
+func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hosts []model.Hostname
+	if old := p.rules[key]; old != nil {
+		hosts = append(hosts, old.Host)
+	}
+	if rule != nil {
+		p.rules[key] = rule
+		hosts = append(hosts, rule.Host)
+	} else {
+		delete(p.rules, key)
+	}
+	hosts = slices.Compact(hosts)
+	for _, h := range hosts {
+		p.reindex(h)
+	}
+	return hosts
+}
+
+// reindex rebuilds the rules of one host from rules.
+func (p *Policies) reindex(h model.Hostname) {
+	byNS := model.HostRules{}
+	for _, r := range p.rules {
+		if r.Host != h {
+			continue
+		}
+		byNS.Add(r)
+	}
+	if len(byNS) == 0 {
+		delete(p.byHost, h)
+		return
+	}
+	p.byHost[h] = byNS
+}
+
+// DestinationRuleFor picks the rule for a client as Istio does
+// (model.HostRules.Choose).
+func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, clientNamespace string) (*model.DestinationRule, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.opts.RootNamespace)
+}
+
+var _ model.PolicyIndex = (*Policies)(nil)

@@ -1,0 +1,94 @@
+package crd
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apinetworking "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+func TestRuleHost(t *testing.T) {
+	for _, tc := range []struct {
+		host, ns string
+		want     model.Hostname
+		ok       bool
+	}{
+		{"reviews", "bookinfo", "reviews.bookinfo.svc.cluster.local", true},
+		{"reviews.bookinfo.svc.cluster.local", "other", "reviews.bookinfo.svc.cluster.local", true},
+		// Istio expands only names without a dot.
+		{"reviews.bookinfo", "other", "reviews.bookinfo", true},
+		{"api.example.com", "ns", "api.example.com", true},
+		{"*.bookinfo.svc.cluster.local", "ns", "", false},
+		{"*", "ns", "", false},
+		{"", "ns", "", false},
+	} {
+		got, ok := ruleHost(tc.host, tc.ns, "")
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("ruleHost(%q, %q) = %q, %v; want %q, %v", tc.host, tc.ns, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestConvertDestinationRule(t *testing.T) {
+	dr := &networkingv1.DestinationRule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"},
+		Spec: apinetworking.DestinationRule{
+			Host: "reviews",
+			TrafficPolicy: &apinetworking.TrafficPolicy{
+				LoadBalancer: &apinetworking.LoadBalancerSettings{LbPolicy: &apinetworking.LoadBalancerSettings_Simple{
+					Simple: apinetworking.LoadBalancerSettings_LEAST_CONN}},
+				ConnectionPool: &apinetworking.ConnectionPoolSettings{Http: &apinetworking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 100}},
+				PortLevelSettings: []*apinetworking.TrafficPolicy_PortTrafficPolicy{{
+					Port: &apinetworking.PortSelector{Number: 9080},
+					LoadBalancer: &apinetworking.LoadBalancerSettings{LbPolicy: &apinetworking.LoadBalancerSettings_Simple{
+						Simple: apinetworking.LoadBalancerSettings_RANDOM}},
+				}},
+			},
+			Subsets: []*apinetworking.Subset{
+				{Name: "v1", Labels: map[string]string{"version": "v1"}},
+				{Name: "v2", Labels: map[string]string{"version": "v2"}, TrafficPolicy: &apinetworking.TrafficPolicy{
+					ConnectionPool: &apinetworking.ConnectionPoolSettings{Http: &apinetworking.ConnectionPoolSettings_HTTPSettings{Http2MaxRequests: 7}},
+				}},
+			},
+		},
+	}
+	got, ok := ConvertDestinationRule(dr, "")
+	if !ok {
+		t.Fatal("not converted")
+	}
+	want := &model.DestinationRule{
+		Namespace: "ns", Name: "r", Host: "reviews.ns.svc.cluster.local",
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100,
+			PortLevel: map[int32]*model.TrafficPolicy{9080: {LoadBalancer: model.LBRandom}}},
+		Subsets: []model.Subset{
+			{Name: "v1", Labels: model.Labels{"version": "v1"}},
+			{Name: "v2", Labels: model.Labels{"version": "v2"}, Policy: &model.TrafficPolicy{MaxRequests: 7}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// The merge a cluster gets: port over rule, subset over both.
+	for _, tc := range []struct {
+		port   int32
+		subset string
+		want   model.TrafficPolicy
+		ok     bool
+	}{
+		{8080, "", model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100}, true},
+		{9080, "", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}, true},
+		{9080, "v1", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}, true},
+		{9080, "v2", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 7}, true},
+		{9080, "v3", model.TrafficPolicy{}, false},
+	} {
+		p, ok := got.PolicyFor(tc.port, tc.subset)
+		if !reflect.DeepEqual(p, tc.want) || ok != tc.ok {
+			t.Errorf("PolicyFor(%d, %q) = %+v, %v; want %+v, %v", tc.port, tc.subset, p, ok, tc.want, tc.ok)
+		}
+	}
+}

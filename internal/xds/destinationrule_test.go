@@ -1,0 +1,136 @@
+package xds
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
+)
+
+// testPolicies is a PolicyIndex a test replaces; a change is pushed by
+// the test.
+type testPolicies struct {
+	p atomic.Pointer[model.StaticPolicies]
+}
+
+func (t *testPolicies) set(rules ...*model.DestinationRule) {
+	t.p.Store(model.NewStaticPolicies("istio-system", rules))
+}
+
+func (t *testPolicies) DestinationRuleFor(h model.Hostname, svcNS, clientNS string) (*model.DestinationRule, bool) {
+	return t.p.Load().DestinationRuleFor(h, svcNS, clientNS)
+}
+
+func withPolicies(p *testPolicies) serverOpt { return func(o *Options) { o.Policies = p } }
+
+func ruleChanged(h model.Hostname) model.Event {
+	return model.Event{Kind: model.ConfigChanged, Config: model.DestinationRuleKey(h)}
+}
+
+// TestDestinationRuleSubsets, through the served path with an ADS client:
+// subset clusters and their endpoints appear when a rule defining them is
+// pushed, follow endpoint changes (an endpoints-only change reaches
+// subset assignments), and go when the rule goes. No real grpc-go client
+// here: it reaches a subset cluster only through a route naming it,
+// which VirtualService brings.
+func TestDestinationRuleSubsets(t *testing.T) {
+	host := model.ServiceHostname("reviews", "default", "")
+	whole, v1, v2 := model.ClusterName(9080, "", host), model.ClusterName(9080, "v1", host), model.ClusterName(9080, "v2", host)
+	labelled := func(addrVersion ...string) []*model.Endpoint {
+		var out []*model.Endpoint
+		for i := 0; i < len(addrVersion); i += 2 {
+			out = append(out, &model.Endpoint{Address: addrVersion[i], Port: 9080, ServicePortName: "grpc",
+				Labels: map[string]string{"version": addrVersion[i+1]}})
+		}
+		return out
+	}
+	st := model.NewStore()
+	svc := service("reviews", "default", 9080)
+	st.Update(svc, labelled("10.0.0.1", "v1", "10.0.0.2", "v2"))
+	policies := &testPolicies{}
+	policies.set()
+	ts := startServer(t, st, withPolicies(policies))
+	c := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("c", "default"), AutoACK: true, Wait: wait})
+	c.Subscribe(ClusterType, whole, v1, v2)
+	c.Subscribe(EndpointType, v1, v2)
+	c.WaitFor(ClusterType, whole)
+	c.WaitFor(EndpointType)
+
+	rule := &model.DestinationRule{Namespace: "default", Name: "reviews", Host: host,
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest},
+		Subsets: []model.Subset{
+			{Name: "v1", Labels: model.Labels{"version": "v1"}},
+			{Name: "v2", Labels: model.Labels{"version": "v2"}},
+		}}
+	policies.set(rule)
+	ts.Push(pushOf(ruleChanged(host)))
+	c.WaitFor(ClusterType, whole, v1, v2)
+	c.WaitFor(EndpointType, v1, v2)
+	for _, name := range []string{whole, v1, v2} {
+		if lb := c.Cluster(name).GetLbPolicy(); lb != cluster.Cluster_LEAST_REQUEST {
+			t.Errorf("%s: lb_policy %v, want LEAST_REQUEST", name, lb)
+		}
+	}
+	assertAddrs := func(name string, want ...string) {
+		t.Helper()
+		c.WaitUntil(name+" holds "+strings.Join(want, ","), func() bool {
+			return slices.Equal(xdstest.Addresses(c.LoadAssignment(name)), want)
+		})
+	}
+	assertAddrs(v1, "10.0.0.1")
+	assertAddrs(v2, "10.0.0.2")
+
+	st.Update(svc, labelled("10.0.0.1", "v1", "10.0.0.2", "v2", "10.0.0.3", "v2"))
+	assertAddrs(v2, "10.0.0.2", "10.0.0.3")
+	assertAddrs(v1, "10.0.0.1")
+
+	policies.set()
+	ts.Push(pushOf(ruleChanged(host)))
+	c.WaitFor(ClusterType, whole)
+	if lb := c.Cluster(whole).GetLbPolicy(); lb != cluster.Cluster_ROUND_ROBIN {
+		t.Errorf("without the rule: lb_policy %v, want ROUND_ROBIN", lb)
+	}
+	if n := ts.NACKs(); n != 0 {
+		t.Fatalf("%d NACKs:\n%s", n, ts.logs.String())
+	}
+}
+
+// TestGRPCDestinationRulePolicy: real grpc-go clients accept the traffic
+// policies meshpilot sends them (RANDOM as round robin, LEAST_REQUEST,
+// a circuit breaker) and keep spreading RPCs over every endpoint; none of
+// them NACKs.
+func TestGRPCDestinationRulePolicy(t *testing.T) {
+	b2, b3 := grpctest.StartBackend(t, "127.0.0.2", 0), grpctest.StartBackend(t, "127.0.0.3", 0)
+	st := model.NewStore()
+	svc := service("echo", "default", 9080)
+	st.Update(svc, backendEndpoints(nil, b2, b3))
+	policies := &testPolicies{}
+	random := &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname,
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}}
+	policies.set(random)
+	ts := startServer(t, st, withPolicies(policies))
+	cc := xdsChannel(t, ts.addr, "default", "xds:///echo:9080")
+	grpctest.AwaitSpread(t, cc, b2, b3)
+
+	least := &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname,
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100}}
+	cds := func(ci ClientInfo) *TypeSync { return ci.Types["CDS"] }
+	before := awaitClient(t, ts.Server, "the client ACKed its cluster", func(ci ClientInfo) bool {
+		return cds(ci) != nil && cds(ci).Status == Synced
+	})
+	policies.set(least)
+	ts.Push(pushOf(ruleChanged(svc.Hostname)))
+	awaitClient(t, ts.Server, "the client ACKed the new cluster", func(ci ClientInfo) bool {
+		return cds(ci) != nil && cds(ci).LastACK != nil && cds(ci).LastACK.Version != cds(before).LastACK.Version
+	})
+	grpctest.AwaitSpread(t, cc, b2, b3)
+	if n := ts.NACKs(); n != 0 {
+		t.Fatalf("clients sent %d NACKs:\n%s", n, ts.logs.String())
+	}
+}
