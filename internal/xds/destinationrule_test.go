@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
@@ -61,6 +62,18 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	c.Subscribe(EndpointType, v1, v2)
 	c.WaitFor(ClusterType, whole)
 	c.WaitFor(EndpointType)
+	// A client of the whole service's endpoints does not read the rule.
+	eds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("eds", "default"), AutoACK: true, Wait: wait})
+	eds.Subscribe(EndpointType, whole)
+	eds.WaitFor(EndpointType, whole)
+	// c's two watches wait on the rule's key, eds's does not.
+	deadline := time.Now().Add(wait)
+	for waiting(ts.Server, model.DestinationRuleKey(host)) != 2 || waiting(ts.Server, model.EndpointsKey(host)) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watches on the rule: %d, want 2", waiting(ts.Server, model.DestinationRuleKey(host)))
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
 
 	rule := &model.DestinationRule{Namespace: "default", Name: "reviews", Host: host,
 		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest},
@@ -69,9 +82,13 @@ func TestDestinationRuleSubsets(t *testing.T) {
 			{Name: "v2", Labels: model.Labels{"version": "v2"}},
 		}}
 	policies.set(rule)
+	before := len(ts.logs.String())
 	ts.Push(pushOf(ruleChanged(host)))
 	c.WaitFor(ClusterType, whole, v1, v2)
 	c.WaitFor(EndpointType, v1, v2)
+	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=2 ") {
+		t.Errorf("the rule's push woke other watches than c's two:\n%s", log)
+	}
 	for _, name := range []string{whole, v1, v2} {
 		if lb := c.Cluster(name).GetLbPolicy(); lb != cluster.Cluster_LEAST_REQUEST {
 			t.Errorf("%s: lb_policy %v, want LEAST_REQUEST", name, lb)

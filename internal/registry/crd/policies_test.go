@@ -2,6 +2,7 @@ package crd
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,45 @@ func TestConvertDestinationRule(t *testing.T) {
 		p, ok := got.PolicyFor(tc.port, tc.subset)
 		if !reflect.DeepEqual(p, tc.want) || ok != tc.ok {
 			t.Errorf("PolicyFor(%d, %q) = %+v, %v; want %+v, %v", tc.port, tc.subset, p, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestPoliciesSetReportsHosts: a rule's change touches the host it
+// applied to and the one it applies to now, and the index follows: the
+// first rule by name of a namespace wins, and the next takes over when it
+// goes.
+func TestPoliciesSetReportsHosts(t *testing.T) {
+	p := &Policies{opts: PolicyOptions{RootNamespace: "istio-system"}, rules: map[string]*model.DestinationRule{}, byHost: map[model.Hostname]model.HostRules{}}
+	rule := func(name string, host model.Hostname) *model.DestinationRule {
+		return &model.DestinationRule{Namespace: "ns", Name: name, Host: host}
+	}
+	const a, b = model.Hostname("a.ns.svc.cluster.local"), model.Hostname("b.ns.svc.cluster.local")
+	chosen := func(h model.Hostname) string {
+		r, _ := p.DestinationRuleFor(h, "ns", "other")
+		if r == nil {
+			return ""
+		}
+		return r.Name
+	}
+	for _, step := range []struct {
+		desc      string
+		key       string
+		rule      *model.DestinationRule
+		wantHosts []model.Hostname
+		wantA     string
+		wantB     string
+	}{
+		{"a rule for a", "ns/r2", rule("r2", a), []model.Hostname{a}, "r2", ""},
+		{"an earlier name for a wins", "ns/r1", rule("r1", a), []model.Hostname{a}, "r1", ""},
+		{"r1 moves to b: both hosts change", "ns/r1", rule("r1", b), []model.Hostname{a, b}, "r2", "r1"},
+		{"r1 deleted", "ns/r1", nil, []model.Hostname{b}, "r2", ""},
+		{"r2 deleted", "ns/r2", nil, []model.Hostname{a}, "", ""},
+		{"deleting what is gone changes nothing", "ns/r2", nil, nil, "", ""},
+	} {
+		got := p.set(step.key, step.rule)
+		if !slices.Equal(got, step.wantHosts) || chosen(a) != step.wantA || chosen(b) != step.wantB {
+			t.Fatalf("%s: hosts %v, a %q, b %q; want %v, %q, %q", step.desc, got, chosen(a), chosen(b), step.wantHosts, step.wantA, step.wantB)
 		}
 	}
 }
