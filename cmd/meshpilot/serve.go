@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
@@ -49,8 +50,8 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Watch a Kubernetes cluster and serve its services over xDS",
-		Long: `serve watches Services, EndpointSlices, Pods, Nodes (and Namespaces with
---discovery-selectors) of a Kubernetes cluster and serves them over xDS
+		Long: `serve watches Services, EndpointSlices, Pods, Nodes and Namespaces of a
+Kubernetes cluster and serves them over xDS
 (ADS state of the world and delta, per-type services, REST-JSON) to
 proxyless gRPC clients and Envoy. Every change is pushed, debounced, to the
 clients that need it.
@@ -76,7 +77,7 @@ logged with its source and field while the last good one stays in force.
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all)")
 	fl.StringArrayVar(&f.discoverySelectors, "discovery-selectors", nil,
-		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched; follows label changes")
+		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched, as is one matching MeshConfig's discoverySelectors (both apply within --namespaces); follows label and MeshConfig changes")
 	fl.StringVar(&f.domainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
 	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
@@ -120,6 +121,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 				return err
 			}
 		}
+		mesh.AppendSelectorHandler(func(sels []labels.Selector) {
+			if len(sels) > 0 {
+				log.Warn("mesh config discoverySelectors apply to a cluster; with --from every namespace of the folder is served")
+			}
+		})
 		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, nil, f, nil)
 	}
 
@@ -136,11 +142,18 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	log.Info("connected to Kubernetes", "apiserver", cfg.Host, "config", source)
 
+	mesh := meshconfig.FromConfigMap(client, f.systemNamespace, log)
+	if f.meshConfig != "" {
+		if mesh, err = meshconfig.FromFile(f.meshConfig, log); err != nil {
+			return err
+		}
+	}
 	m := metrics.New()
 	reg, err := kube.New(client, kube.Options{
 		DomainSuffix:       f.domainSuffix,
 		Namespaces:         f.namespaces,
 		DiscoverySelectors: f.discoverySelectors,
+		MeshSynced:         mesh.HasSynced,
 		Workers:            f.workers,
 		Logger:             log,
 		QueueMetrics:       m.WorkqueueProvider(),
@@ -149,12 +162,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	mesh := meshconfig.FromConfigMap(client, f.systemNamespace, log)
-	if f.meshConfig != "" {
-		if mesh, err = meshconfig.FromFile(f.meshConfig, log); err != nil {
-			return err
-		}
-	}
+	// MeshConfig's discoverySelectors join the flag's, live.
+	reg.SetMeshDiscoverySelectors(mesh.DiscoverySelectors())
+	mesh.AppendSelectorHandler(reg.SetMeshDiscoverySelectors)
 	istioCtx, stopIstio := context.WithCancel(ctx)
 	policies, waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
 	if err != nil {

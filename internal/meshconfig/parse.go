@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -22,6 +23,10 @@ type Config struct {
 	Settings *model.MeshSettings
 	// Mesh is the MeshConfig as given (fields unknown to it left out).
 	Mesh *meshv1alpha1.MeshConfig
+	// DiscoverySelectors are MeshConfig's discoverySelectors, converted;
+	// they are not settings generators read, but the namespaces a
+	// registry keeps (see Watcher.AppendSelectorHandler).
+	DiscoverySelectors []labels.Selector
 	// Ignored lists, sorted, the fields given that meshpilot does not
 	// apply, as JSON paths ("accessLogFile"); those unknown to MeshConfig
 	// end with " (unknown field)".
@@ -31,6 +36,7 @@ type Config struct {
 // honoured are the MeshConfig fields meshpilot applies, by JSON path; a
 // message field's own fields are listed when only some of them are.
 var honoured = map[string]bool{
+	"discoverySelectors":                              true,
 	"defaultHttpRetryPolicy":                          true,
 	"defaultHttpRetryPolicy.attempts":                 true,
 	"defaultHttpRetryPolicy.retryOn":                  true,
@@ -70,7 +76,11 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Settings: settings, Mesh: mesh}
+	selectors, err := discoverySelectorsOf(mesh.GetDiscoverySelectors())
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{Settings: settings, Mesh: mesh, DiscoverySelectors: selectors}
 	ignored(obj, mesh.ProtoReflect().Descriptor(), "", &c.Ignored)
 	slices.Sort(c.Ignored)
 	return c, nil

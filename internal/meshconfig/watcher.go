@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -35,6 +36,9 @@ type Watcher struct {
 	state    state
 	raw      []byte // the source's last content, to skip no-op reloads
 	handlers []model.EventHandler
+	// selectorHandlers are told of each change of the discovery
+	// selectors in force.
+	selectorHandlers []func([]labels.Selector)
 }
 
 type state struct {
@@ -103,6 +107,34 @@ func (w *Watcher) AppendEventHandler(h model.EventHandler) {
 	w.handlers = append(w.handlers, h)
 }
 
+// DiscoverySelectors returns MeshConfig's discoverySelectors in force,
+// converted; nil when none are given. The slice is shared: do not modify
+// it.
+func (w *Watcher) DiscoverySelectors() []labels.Selector {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state.selectors()
+}
+
+// AppendSelectorHandler adds a handler told of each change of the
+// discovery selectors in force, with the new ones (nil: none); call it
+// before Run. A selector change is no ConfigChanged event: no generated
+// resource reads the selectors, only registries do, and what they add or
+// remove reaches clients as service events. Handlers run on the source's
+// goroutine, one change at a time, in order.
+func (w *Watcher) AppendSelectorHandler(h func([]labels.Selector)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.selectorHandlers = append(w.selectorHandlers, h)
+}
+
+func (s state) selectors() []labels.Selector {
+	if s.config == nil {
+		return nil
+	}
+	return s.config.DiscoverySelectors
+}
+
 // HasSynced reports whether the source has been read once.
 func (w *Watcher) HasSynced() bool { return w.synced.Load() }
 
@@ -143,6 +175,7 @@ func (w *Watcher) apply(data []byte) error {
 		}
 	}
 	w.mu.Lock()
+	selectorsChanged := !sameSelectors(w.state.selectors(), next.selectors())
 	changed := !reflect.DeepEqual(w.state.settings, next.settings)
 	if !changed {
 		// Handlers and readers keep the settings they hold.
@@ -152,12 +185,17 @@ func (w *Watcher) apply(data []byte) error {
 	if w.raw == nil {
 		w.raw = []byte{}
 	}
-	handlers := w.handlers
+	handlers, selectorHandlers := w.handlers, w.selectorHandlers
 	w.mu.Unlock()
-	w.log.Info("mesh config in force", "source", w.source, "changed", changed)
+	w.log.Info("mesh config in force", "source", w.source, "changed", changed, "discoverySelectorsChanged", selectorsChanged)
 	if changed {
 		for _, h := range handlers {
 			h(model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey})
+		}
+	}
+	if selectorsChanged {
+		for _, h := range selectorHandlers {
+			h(next.selectors())
 		}
 	}
 	return nil

@@ -41,7 +41,12 @@ type Options struct {
 	// DiscoverySelectors, when set, keeps only the services of namespaces
 	// whose labels match at least one selector (label selector syntax,
 	// e.g. "env=prod,team in (a,b)"). The choice follows label changes.
+	// SetMeshDiscoverySelectors adds MeshConfig's to them at run time.
 	DiscoverySelectors []string
+	// MeshSynced, when set, holds the first model back until it returns
+	// true: the mesh config's discovery selectors are then in force from
+	// the first model on, rather than removing services right after it.
+	MeshSynced func() bool
 	// Workers is the number of goroutines rebuilding services; default 2.
 	Workers int
 	// Logger; default slog.Default().
@@ -96,12 +101,14 @@ type Controller struct {
 	opts      Options
 	client    kubernetes.Interface
 	log       *slog.Logger
-	selectors []labels.Selector
+	selection namespaceSelection
 
-	factories  []informers.SharedInformerFactory
-	scopes     map[string]*namespacedInformers // by namespace; "" means all
-	nodes      cache.SharedIndexInformer
-	namespaces cache.SharedIndexInformer // nil without discovery selectors
+	factories []informers.SharedInformerFactory
+	scopes    map[string]*namespacedInformers // by namespace; "" means all
+	nodes     cache.SharedIndexInformer
+	// namespaces always runs: MeshConfig may bring selectors at any time,
+	// and namespaces are few and stripped of managed fields.
+	namespaces cache.SharedIndexInformer
 
 	registrations []cache.ResourceEventHandlerRegistration
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
@@ -141,7 +148,7 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		if err != nil {
 			return nil, fmt.Errorf("discovery selector %q: %w", s, err)
 		}
-		c.selectors = append(c.selectors, sel)
+		c.selection.flag = append(c.selection.flag, sel)
 	}
 
 	transform := informers.WithTransform(stripObject)
@@ -171,9 +178,7 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	cluster := informers.NewSharedInformerFactoryWithOptions(client, 0, transform)
 	c.factories = append(c.factories, cluster)
 	c.nodes = cluster.Core().V1().Nodes().Informer()
-	if len(c.selectors) > 0 {
-		c.namespaces = cluster.Core().V1().Namespaces().Informer()
-	}
+	c.namespaces = cluster.Core().V1().Namespaces().Informer()
 	if err := c.addHandlers(); err != nil {
 		return nil, err
 	}
@@ -215,6 +220,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	synced := make([]cache.InformerSynced, 0, len(c.registrations))
 	for _, r := range c.registrations {
 		synced = append(synced, r.HasSynced)
+	}
+	if c.opts.MeshSynced != nil {
+		synced = append(synced, c.opts.MeshSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		if ctx.Err() != nil {
@@ -335,23 +343,47 @@ func (c *Controller) scopeFor(namespace string) *namespacedInformers {
 	return c.scopes[namespace]
 }
 
-// namespaceSelected applies the discovery selectors. Without selectors
-// every watched namespace is selected.
+// namespaceSelected applies the discovery selectors in force. Without
+// selectors every watched namespace is selected.
 func (c *Controller) namespaceSelected(namespace string) bool {
-	if len(c.selectors) == 0 {
+	sels := c.selection.selectors()
+	if len(sels) == 0 {
 		return true
 	}
-	obj, exists, err := c.namespaces.GetIndexer().GetByKey(namespace)
+	return selects(sels, c.namespace(namespace))
+}
+
+// namespace returns the cached namespace, or nil.
+func (c *Controller) namespace(name string) *corev1.Namespace {
+	obj, exists, err := c.namespaces.GetIndexer().GetByKey(name)
 	if err != nil || !exists {
-		return false
+		return nil
 	}
-	set := labels.Set(obj.(*corev1.Namespace).Labels)
-	for _, sel := range c.selectors {
-		if sel.Matches(set) {
-			return true
+	return obj.(*corev1.Namespace)
+}
+
+// SetMeshDiscoverySelectors puts MeshConfig's discoverySelectors in force
+// beside those of Options.DiscoverySelectors (a namespace matching any of
+// either is selected) and rebuilds the services of exactly the namespaces
+// whose selection changes: those newly selected are added, those no
+// longer selected deleted, each reported as usual. With
+// Options.Namespaces, only services of those namespaces are ever kept.
+// Safe to call at any time, before Run too; nil removes MeshConfig's
+// selectors.
+func (c *Controller) SetMeshDiscoverySelectors(selectors []labels.Selector) {
+	before, after := c.selection.setMesh(selectors)
+	// Namespaces holding services, not the namespace cache: a service
+	// whose namespace is not (yet) cached changes too when one list is
+	// empty and the other not.
+	for _, scope := range c.scopes {
+		for _, ns := range scope.services.GetIndexer().ListIndexFuncValues(cache.NamespaceIndex) {
+			obj := c.namespace(ns)
+			if selects(before, obj) != selects(after, obj) {
+				c.enqueueNamespace(scope, ns)
+			}
 		}
 	}
-	return false
+	c.log.Info("discovery selectors in force", "selectors", len(after), "fromMeshConfig", len(selectors))
 }
 
 func (c *Controller) pod(namespace, name string) *kubeconv.PodInfo {

@@ -59,19 +59,32 @@ func startController(t *testing.T, opts Options) (*Controller, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, runController(t, c)
+}
+
+// runController runs c until the test ends, recording its events, and
+// waits until it has synced.
+func runController(t *testing.T, c *Controller) *recorder {
+	t.Helper()
 	rec := &recorder{}
 	c.AppendEventHandler(rec.add)
+	runUntilEnd(t, "Run", c.Run)
+	eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
+	return rec
+}
+
+// runUntilEnd runs run in the background until the test ends, and
+// reports its error.
+func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			t.Errorf("%s: %v", what, err)
 		}
 	})
-	eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
-	return c, rec
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -60,12 +60,7 @@ func (c *Controller) addHandlers() error {
 	if err := add(c.nodes, "Node", c.enqueueNode); err != nil {
 		return err
 	}
-	if c.namespaces != nil {
-		if err := c.addNamespaceHandler(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.addNamespaceHandler()
 }
 
 // unchanged reports whether an update cannot change the model: the same
@@ -173,6 +168,14 @@ func (c *Controller) enqueueSlicesByRef(scope *namespacedInformers, ref string) 
 	}
 }
 
+// enqueueNamespace queues every service of a namespace.
+func (c *Controller) enqueueNamespace(scope *namespacedInformers, namespace string) {
+	objs, _ := scope.services.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	for _, o := range objs {
+		c.enqueueService(o)
+	}
+}
+
 // addNamespaceHandler follows namespace labels: when a namespace's
 // selection may have changed, all its services are rebuilt, which adds or
 // removes them.
@@ -182,13 +185,13 @@ func (c *Controller) addNamespaceHandler() error {
 		if !ok {
 			return
 		}
-		scope := c.scopeFor(ns.Name)
-		if scope == nil {
+		// Without selectors labels decide nothing: a selector that comes
+		// later reads the cache, which already holds these labels.
+		if len(c.selection.selectors()) == 0 {
 			return
 		}
-		objs, _ := scope.services.GetIndexer().ByIndex(cache.NamespaceIndex, ns.Name)
-		for _, o := range objs {
-			c.enqueueService(o)
+		if scope := c.scopeFor(ns.Name); scope != nil {
+			c.enqueueNamespace(scope, ns.Name)
 		}
 	}
 	reg, err := c.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
