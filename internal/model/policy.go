@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // DestinationRule is what a rule (Istio's DestinationRule) says about
 // the traffic to one host, in the terms generators use: the subsets of
 // its endpoints and the traffic policy of its clusters. A DestinationRule
@@ -13,6 +15,33 @@ type DestinationRule struct {
 	// subset's overrides it.
 	Policy  *TrafficPolicy
 	Subsets []Subset
+	// ExportTo lists the namespaces whose clients see the rule, as Istio
+	// writes them: "*" every namespace, "." the rule's own, "~" none;
+	// empty means every namespace.
+	ExportTo []string
+}
+
+// VisibleTo reports whether clients of namespace ns see the rule.
+func (r *DestinationRule) VisibleTo(ns string) bool {
+	if len(r.ExportTo) == 0 {
+		return true
+	}
+	for _, e := range r.ExportTo {
+		switch e {
+		case "*", ns:
+			return true
+		case ".":
+			if ns == r.Namespace {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// exportedToAll reports whether every client sees the rule.
+func (r *DestinationRule) exportedToAll() bool {
+	return len(r.ExportTo) == 0 || slices.Contains(r.ExportTo, "*")
 }
 
 // Subset is a named part of a host's endpoints.
@@ -130,18 +159,19 @@ type HostRules map[string]*DestinationRule
 
 // Choose picks the rule for a client as Istio does for one host: the
 // client's namespace's rule first, then the service's namespace's, then
-// the root namespace's; rules of other namespaces do not apply. A client
-// of the root namespace looks in the service's namespace first, as Istio
-// does (system services deployed there keep their own rules). byClient
-// is false only when every client gets the same answer: the host has a
-// single rule, in the service's or the root namespace.
+// the root namespace's, each only if exported to the client's namespace
+// (ExportTo); rules of other namespaces do not apply. A client of the
+// root namespace looks in the service's namespace first, as Istio does
+// (system services deployed there keep their own rules). byClient is
+// false only when every client gets the same answer: the host has a
+// single rule, exported to all, in the service's or the root namespace.
 func (h HostRules) Choose(serviceNS, clientNS, rootNS string) (rule *DestinationRule, byClient bool) {
 	if len(h) == 0 {
 		return nil, false
 	}
 	byClient = len(h) > 1
-	for ns := range h {
-		if ns != serviceNS && ns != rootNS {
+	for ns, r := range h {
+		if ns != serviceNS && ns != rootNS || !r.exportedToAll() {
 			byClient = true
 		}
 	}
@@ -153,7 +183,7 @@ func (h HostRules) Choose(serviceNS, clientNS, rootNS string) (rule *Destination
 		if ns == "" {
 			continue
 		}
-		if r := h[ns]; r != nil {
+		if r := h[ns]; r != nil && r.VisibleTo(clientNS) {
 			return r, byClient
 		}
 	}

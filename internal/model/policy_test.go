@@ -1,13 +1,16 @@
 package model
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestHostRulesChoose(t *testing.T) {
 	rule := func(ns string) *DestinationRule { return &DestinationRule{Namespace: ns, Name: "r"} }
 	const root = "istio-system"
 	for _, tc := range []struct {
 		name         string
-		rules        []string // namespaces holding a rule for the host
+		rules        []string // namespaces holding a rule for the host, "ns:exportTo"
 		client       string
 		want         string // namespace of the rule chosen; "" none
 		wantByClient bool
@@ -23,11 +26,23 @@ func TestHostRulesChoose(t *testing.T) {
 		{"a root client looks at the service's first", []string{"svc", root}, root, "svc", true},
 		{"a root client without the service's gets the root's", []string{root}, root, root, false},
 		{"a client without namespace", []string{"svc"}, "", "svc", false},
+		{"exported to its namespace only", []string{"svc:."}, "a", "", true},
+		{"exported to its namespace only, for its clients", []string{"svc:."}, "svc", "svc", true},
+		{"exported to the client's namespace by name", []string{"svc:a"}, "a", "svc", true},
+		{"not exported: the root's next", []string{"svc:~", root}, "a", root, true},
+		{"a client's own rule exported to nobody does not apply", []string{"a:~", "svc"}, "a", "svc", true},
+		{"exported to all", []string{"svc:*"}, "a", "svc", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			byNS := HostRules{}
-			for _, ns := range tc.rules {
-				byNS[ns] = rule(ns)
+			for _, spec := range tc.rules {
+				// "namespace" or "namespace:exportTo"
+				ns, export, _ := strings.Cut(spec, ":")
+				r := rule(ns)
+				if export != "" {
+					r.ExportTo = []string{export}
+				}
+				byNS[ns] = r
 			}
 			got, byClient := byNS.Choose("svc", tc.client, root)
 			gotNS := ""

@@ -38,7 +38,8 @@
 //     and the service port. Ports that speak HTTP/2 (gRPC, gRPC-Web, HTTP2)
 //     carry explicit HTTP/2 upstream options for Envoy. The DestinationRule
 //     the client follows (model.PolicyIndex: its namespace's rule, else the
-//     service's namespace's, else the root namespace's) sets its traffic
+//     service's namespace's, else the root namespace's, each if exported
+//     to the client's namespace) sets its traffic
 //     policy (policy.go) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
 //     model.DestinationRuleKey(host), and varies by namespace when rules of

@@ -35,6 +35,7 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		Name:      dr.Name,
 		Host:      host,
 		Policy:    convertTrafficPolicy(dr.Spec.GetTrafficPolicy()),
+		ExportTo:  dr.Spec.GetExportTo(),
 	}
 	for _, s := range dr.Spec.GetSubsets() {
 		sub := model.Subset{Name: s.GetName(), Policy: convertTrafficPolicy(s.GetTrafficPolicy())}

@@ -33,7 +33,8 @@
 // rule's namespace; subsets; loadBalancer.simple and http2MaxRequests,
 // with portLevelSettings and per-subset overrides) and indexed by host;
 // a change is a model.ConfigChanged event with the DestinationRuleKey of
-// the hosts it touched. Wildcard hosts and exportTo are not handled yet.
+// the hosts it touched, and exportTo limits which clients see it.
+// Wildcard hosts are not handled yet.
 // The other kinds reach nothing yet. The registry is not a source of the
 // aggregate registry, and its HasSynced is not part of readiness: rules
 // that arrive later are pushed like any change.

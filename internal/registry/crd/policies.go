@@ -22,9 +22,10 @@ type PolicyOptions struct {
 // as a model.ConfigChanged event with the DestinationRuleKey of each host
 // the rule applied to before or applies to now.
 //
-// Not done yet: wildcard hosts are ignored; exportTo is not read (every
-// rule is visible as if exported to "*"); two rules of one namespace for
-// one host are not merged as Istio merges them: the first by name wins.
+// Not done yet: wildcard hosts are ignored; two rules of one namespace
+// for one host are not merged as Istio merges them: the first by name
+// wins (and when exportTo hides it from a client, that namespace has no
+// rule for the client).
 type Policies struct {
 	reg  *Registry
 	opts PolicyOptions

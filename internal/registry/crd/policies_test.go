@@ -39,7 +39,8 @@ func TestConvertDestinationRule(t *testing.T) {
 	dr := &networkingv1.DestinationRule{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"},
 		Spec: apinetworking.DestinationRule{
-			Host: "reviews",
+			Host:     "reviews",
+			ExportTo: []string{"."},
 			TrafficPolicy: &apinetworking.TrafficPolicy{
 				LoadBalancer: &apinetworking.LoadBalancerSettings{LbPolicy: &apinetworking.LoadBalancerSettings_Simple{
 					Simple: apinetworking.LoadBalancerSettings_LEAST_CONN}},
@@ -63,7 +64,7 @@ func TestConvertDestinationRule(t *testing.T) {
 		t.Fatal("not converted")
 	}
 	want := &model.DestinationRule{
-		Namespace: "ns", Name: "r", Host: "reviews.ns.svc.cluster.local",
+		Namespace: "ns", Name: "r", Host: "reviews.ns.svc.cluster.local", ExportTo: []string{"."},
 		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100,
 			PortLevel: map[int32]*model.TrafficPolicy{9080: {LoadBalancer: model.LBRandom}}},
 		Subsets: []model.Subset{
