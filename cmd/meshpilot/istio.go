@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/rest"
-
-	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
@@ -21,15 +17,7 @@ import (
 // pushed like any change, and without the CRDs it logs once and waits
 // for them.
 func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (policies *crd.Policies, wait func(), err error) {
-	istio, err := istioclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("building an Istio client: %w", err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("building an apiextensions client: %w", err)
-	}
-	reg, err := crd.New(istio, ext, crd.Options{
+	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
 		QueueMetrics: m.WorkqueueProvider(),

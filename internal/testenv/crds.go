@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -50,4 +51,17 @@ func (e *Env) InstallCRDs(paths ...string) ([]*apiextensionsv1.CustomResourceDef
 		return nil, fmt.Errorf("testenv: installing CRDs from %v: %w", paths, err)
 	}
 	return crds, nil
+}
+
+// InstallIstioCRDs installs Istio's CustomResourceDefinitions (IstioCRDs)
+// and waits until the API server serves them.
+func (e *Env) InstallIstioCRDs(t testing.TB) {
+	t.Helper()
+	path, err := IstioCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.InstallCRDs(path); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -75,13 +75,7 @@ const (
 func checkIstioLateInstall(t *testing.T, out *testutil.Buffer) {
 	t.Helper()
 	awaitOutput(t, out, istioMissingLine, 1)
-	path, err := testenv.IstioCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.InstallCRDs(path); err != nil {
-		t.Fatal(err)
-	}
+	env.InstallIstioCRDs(t)
 	awaitOutput(t, out, istioAvailableLine, 4)
 	if n := strings.Count(out.String(), istioMissingLine); n != 1 {
 		t.Fatalf("%q logged %d times, want once:\n%s", istioMissingLine, n, out.String())
@@ -91,7 +85,7 @@ func checkIstioLateInstall(t *testing.T, out *testutil.Buffer) {
 // awaitOutput waits until out holds line n times.
 func awaitOutput(t *testing.T, out *testutil.Buffer, line string, n int) {
 	t.Helper()
-	testutil.Eventually(t, fmt.Sprintf("%d lines with %q", n, line), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("%d lines with %q", n, line), func() (bool, string) {
 		return strings.Count(out.String(), line) >= n, "output:\n" + out.String()
 	})
 }

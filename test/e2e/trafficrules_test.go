@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/server"
-	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/xds"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -33,22 +31,8 @@ import (
 // server without them at its start.
 func startPolicies(t *testing.T, ns string) *crd.Policies {
 	t.Helper()
-	path, err := testenv.IstioCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.InstallCRDs(path); err != nil {
-		t.Fatal(err)
-	}
-	istio, err := istioclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := crd.New(istio, ext, crd.Options{Namespaces: []string{ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	env.InstallIstioCRDs(t)
+	reg, err := crd.NewForConfig(env.Config, crd.Options{Namespaces: []string{ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

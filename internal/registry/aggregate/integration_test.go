@@ -130,22 +130,6 @@ func createClusterObjects(t *testing.T, ctx context.Context, ns string) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // awaitView waits until the aggregate serves, for hostname, a definition
 // on port and exactly the endpoint addresses want, and until an event of
 // kind about hostname has reached the handler. It returns the events
@@ -153,7 +137,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 func awaitView(t *testing.T, a *Controller, rec *recorder, hostname model.Hostname, kind model.EventKind, port int32, want ...string) []model.Event {
 	t.Helper()
 	var events []model.Event
-	eventually(t, fmt.Sprintf("%s on %d with %v after a %s event", hostname, port, want, kind), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("%s on %d with %v after a %s event", hostname, port, want, kind), func() (bool, string) {
 		events = append(events, rec.take()...)
 		svc := a.GetService(hostname)
 		if svc == nil {
@@ -213,7 +197,7 @@ func TestKubernetesAndFilesThroughOneAggregate(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	eventually(t, "the aggregate synced", func() (bool, string) {
+	testenv.Eventually(t, "the aggregate synced", func() (bool, string) {
 		return a.HasSynced(), fmt.Sprintf("kubernetes %v, files %v", kc.HasSynced(), fr.HasSynced())
 	})
 	if ps := fr.Problems(); len(ps) > 0 {

@@ -3,6 +3,7 @@ package crd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -81,6 +83,20 @@ type Registry struct {
 type watchedKind struct {
 	informers     []cache.SharedIndexInformer // one per factory
 	registrations []cache.ResourceEventHandlerRegistration
+}
+
+// NewForConfig builds a Registry with the Istio and apiextensions clients
+// of an API server's configuration.
+func NewForConfig(cfg *rest.Config, opts Options) (*Registry, error) {
+	istio, err := istioclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building an Istio client: %w", err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building an apiextensions client: %w", err)
+	}
+	return New(istio, ext, opts)
 }
 
 // New builds a Registry; Run starts it.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
@@ -64,7 +63,7 @@ func (e *events) take(ns string) []Event {
 func waitEvents(t *testing.T, rec *events, ns string, want ...Event) {
 	t.Helper()
 	var got []Event
-	testutil.Eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
 		got = append(got, rec.take(ns)...)
 		return len(got) >= len(want), fmt.Sprintf("got %v", got)
 	})
@@ -84,15 +83,7 @@ const settle = 500 * time.Millisecond
 
 func startRegistry(t *testing.T, opts Options) (*Registry, *events) {
 	t.Helper()
-	istio, err := istioclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New(istio, ext, opts)
+	r, err := NewForConfig(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +137,7 @@ func TestLateInstall(t *testing.T) {
 	scoped, scopedEvents := startRegistry(t, Options{Namespaces: []string{nsA}, Logger: slog.New(slog.DiscardHandler)})
 
 	// Without the CRDs: synced at once, nothing watched, one log line.
-	testutil.Eventually(t, "synced without the CRDs", func() (bool, string) { return all.HasSynced() && scoped.HasSynced(), "" })
+	testenv.Eventually(t, "synced without the CRDs", func() (bool, string) { return all.HasSynced() && scoped.HasSynced(), "" })
 	logs.Await(t, notAvailable, 0, func(l string) bool { return strings.Contains(l, notAvailable) })
 	for _, k := range kinds {
 		if all.Watching(k.kind) {
@@ -157,14 +148,8 @@ func TestLateInstall(t *testing.T) {
 		t.Fatalf("DestinationRules() = %v without the CRD", got)
 	}
 
-	path, err := testenv.IstioCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.InstallCRDs(path); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "every kind watched and synced", func() (bool, string) {
+	env.InstallIstioCRDs(t)
+	testenv.Eventually(t, "every kind watched and synced", func() (bool, string) {
 		for _, r := range []*Registry{all, scoped} {
 			for _, k := range kinds {
 				if !r.Watching(k.kind) {

@@ -69,7 +69,7 @@ func runController(t *testing.T, c *Controller) *recorder {
 	rec := &recorder{}
 	c.AppendEventHandler(rec.add)
 	runUntilEnd(t, "Run", c.Run)
-	eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
+	testenv.Eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
 	return rec
 }
 
@@ -87,22 +87,6 @@ func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
 	})
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, detail)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // settle is how long a test waits to see that no further event follows:
 // a second rebuild of the same change would come within milliseconds.
 const settle = 500 * time.Millisecond
@@ -114,7 +98,7 @@ const settle = 500 * time.Millisecond
 func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 	t.Helper()
 	var got []model.Event
-	eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
 		got = append(got, rec.take(ns)...)
 		return len(got) >= len(want), fmt.Sprintf("got %v", got)
 	})
@@ -259,7 +243,7 @@ func endpointsOf(c *Controller, host model.Hostname, port int32) string {
 
 func waitEndpoints(t *testing.T, c *Controller, host model.Hostname, port int32, want string) {
 	t.Helper()
-	eventually(t, "endpoints of "+string(host), func() (bool, string) {
+	testenv.Eventually(t, "endpoints of "+string(host), func() (bool, string) {
 		got := endpointsOf(c, host, port)
 		return got == want, fmt.Sprintf("got %q, want %q", got, want)
 	})
@@ -450,7 +434,7 @@ func TestHeadlessAndExternalName(t *testing.T) {
 		t.Fatalf("headless service = %+v", s)
 	}
 	extHost := model.Hostname("search." + ns + ".svc.mesh.example")
-	eventually(t, "external name service", func() (bool, string) {
+	testenv.Eventually(t, "external name service", func() (bool, string) {
 		s := c.GetService(extHost)
 		return s != nil && s.Resolution == model.DNSAlias && s.ExternalName == "search.example.com", fmt.Sprintf("%+v", s)
 	})
@@ -522,7 +506,7 @@ func TestNamespaceListScope(t *testing.T) {
 	mustCreatePod(t, out, "hidden-1", "192.0.2.50", "", nil)
 	c, _ := startController(t, Options{Namespaces: []string{in}})
 	mustCreateService(t, in, "shown", grpcPort)
-	eventually(t, "service in scope", func() (bool, string) {
+	testenv.Eventually(t, "service in scope", func() (bool, string) {
 		return c.GetService(model.ServiceHostname("shown", in, model.DefaultDomainSuffix)) != nil, "missing"
 	})
 	if c.GetService(model.ServiceHostname("hidden", out, model.DefaultDomainSuffix)) != nil {
@@ -601,7 +585,7 @@ func TestSyncedMeansModelBuilt(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	eventually(t, "synced", func() (bool, string) { return c.HasSynced(), "" })
+	testenv.Eventually(t, "synced", func() (bool, string) { return c.HasSynced(), "" })
 	// The moment it says synced, the whole model is there.
 	if svcs, eps := c.Len(); svcs != 20 || eps != 20 {
 		t.Fatalf("at sync: %d services, %d endpoints; want 20, 20", svcs, eps)
@@ -636,7 +620,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// A change after the restart arrives: the watches are back.
 	mustCreateService(t, ns, "after", grpcPort)
 	after := model.ServiceHostname("after", ns, model.DefaultDomainSuffix)
-	eventually(t, "service created after the restart", func() (bool, string) {
+	testenv.Eventually(t, "service created after the restart", func() (bool, string) {
 		return c.GetService(after) != nil, "missing"
 	})
 	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns, NoEndpoints: true})
@@ -667,7 +651,7 @@ func TestPodAndNodeDeletes(t *testing.T) {
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "p1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod data gone from the endpoint", func() (bool, string) {
+	testenv.Eventually(t, "pod data gone from the endpoint", func() (bool, string) {
 		eps := c.Endpoints(host, 8080, nil)
 		return len(eps) == 1 && eps[0].Labels["tier"] == "" && eps[0].ServiceAccount == "", fmt.Sprintf("%+v", eps)
 	})
@@ -765,7 +749,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 		return true, fmt.Sprintf("pod %q labels %v", eps[0].PodName, eps[0].Labels)
 	}
 	want := fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v1", corev1.LabelTopologyZone: "z1"})
-	eventually(t, "the endpoint described by d-new", func() (bool, string) {
+	testenv.Eventually(t, "the endpoint described by d-new", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got
 	})
@@ -780,7 +764,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v2", corev1.LabelTopologyZone: "z1"})
-	eventually(t, "the endpoint relabelled", func() (bool, string) {
+	testenv.Eventually(t, "the endpoint relabelled", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got
 	})
@@ -791,7 +775,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = fmt.Sprintf("pod %q labels %v", "", map[string]string(nil))
-	eventually(t, "the endpoint without a pod", func() (bool, string) {
+	testenv.Eventually(t, "the endpoint without a pod", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got
 	})

@@ -143,7 +143,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
 	defer func() { cancel(); <-done }()
-	eventually(t, "synced", func() (bool, string) { return c.HasSynced(), "" })
+	testenv.Eventually(t, "synced", func() (bool, string) { return c.HasSynced(), "" })
 	if svcs, _ := c.Len(); svcs != 3 {
 		t.Fatalf("%d services at sync, want 3", svcs)
 	}
@@ -167,7 +167,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	create("added")
 
 	// Wait until a watch from what meshpilot last saw is refused as expired.
-	eventually(t, "etcd compaction past the informers' resourceVersion", func() (bool, string) {
+	testenv.Eventually(t, "etcd compaction past the informers' resourceVersion", func() (bool, string) {
 		w, err := direct.CoreV1().Services(ns).Watch(ctx(t), metav1.ListOptions{ResourceVersion: seenRV})
 		if err != nil {
 			return apierrors.IsResourceExpired(err) || apierrors.IsGone(err), err.Error()
@@ -188,7 +188,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	proxy.Restore()
 
 	host := func(name string) model.Hostname { return model.ServiceHostname(name, ns, model.DefaultDomainSuffix) }
-	eventually(t, "the API's state after the relist", func() (bool, string) {
+	testenv.Eventually(t, "the API's state after the relist", func() (bool, string) {
 		ch := c.GetService(host("changed"))
 		ok := c.GetService(host("gone")) == nil && c.GetService(host("added")) != nil &&
 			c.GetService(host("steady")) != nil && ch != nil && len(ch.Ports) == 2
@@ -196,7 +196,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	})
 	// A relist replays every object as an update; a resumed watch would
 	// have given one update (for "changed") alone.
-	eventually(t, "a relist", func() (bool, string) {
+	testenv.Eventually(t, "a relist", func() (bool, string) {
 		n := serviceUpdates.Load() - before
 		return n >= 2, "service updates since the restore: " + strconv.FormatInt(n, 10)
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
 // TestSelectionUnion checks the rule: a namespace is selected when it
@@ -163,7 +164,7 @@ func TestMeshConfigSelectorsLive(t *testing.T) {
 
 	// A bad selector is refused: the last good ones stay, nothing moves.
 	write("discoverySelectors: [{matchExpressions: [{key: tier, operator: Equals, values: [back]}]}]")
-	eventually(t, "the refusal", func() (bool, string) {
+	testenv.Eventually(t, "the refusal", func() (bool, string) {
 		st := w.Status()
 		return strings.Contains(st.Refused, "discoverySelectors[0].matchExpressions[0].operator"), st.Refused
 	})

@@ -1,12 +1,18 @@
-package testutil
+package testenv
 
 import (
 	"testing"
 	"time"
 )
 
+// Wait bounds how long Eventually waits: long enough for an API server
+// and the informers behind it on a loaded machine, short enough that a
+// test that cannot succeed fails rather than hangs.
+var Wait = 30 * time.Second
+
 // Eventually polls cond every 20 ms until it holds, and fails the test
-// after Wait with what and cond's last detail.
+// after Wait with what and cond's last detail. Tests of what a change in
+// the API server leads to wait with it, never with sleeps.
 func Eventually(t testing.TB, what string, cond func() (ok bool, detail string)) {
 	t.Helper()
 	deadline := time.Now().Add(Wait)
