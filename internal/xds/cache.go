@@ -160,16 +160,22 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 	if !e.exists() {
 		return e
 	}
-	if set == nil || set.vary != r.Vary {
-		// New, or the model changed what the resource varies by: the
-		// variants built under the old rule are dropped with it.
+	if set == nil || r.Vary&^set.vary != 0 {
+		// New, or a client's result varies by a fact the name's variants
+		// are not told apart by (one namespace's rule varies by client
+		// kind, another's does not): the set is rebuilt to tell them
+		// apart by every fact any result named, so that no variant
+		// evicts another. It narrows again only when a change of a key
+		// drops it.
+		vary := r.Vary
 		if set != nil {
+			vary |= set.vary
 			c.dropSet(set)
 		}
-		set = &entrySet{typ: typ, name: name, vary: r.Vary}
+		set = &entrySet{typ: typ, name: name, vary: vary}
 		c.byName[typ][name] = set
 	}
-	e.set, e.variant = set, r.Vary.of(cl)
+	e.set, e.variant = set, set.vary.of(cl)
 	set.put(e)
 	for _, k := range e.deps {
 		m := c.byDep[k]

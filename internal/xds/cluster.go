@@ -46,12 +46,6 @@ func (g *clusterGenerator) Generate(c *Client, name string) Result {
 	}
 	cl := buildCluster(name, svc, key.Port)
 	vary |= applyTrafficPolicy(cl, policy, c)
-	if vary&VaryNamespace != 0 {
-		// Namespaces may follow different rules, some of which vary by
-		// client kind: the variants of one name must agree on what they
-		// vary by, or each would drop the others from the cache.
-		vary |= VaryKind
-	}
 	return Result{Deps: deps, Resource: cl, Vary: vary}
 }
 

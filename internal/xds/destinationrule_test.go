@@ -154,9 +154,8 @@ func TestGRPCDestinationRulePolicy(t *testing.T) {
 
 // TestClusterRuleVary: what a cluster built from a rule depends on and
 // varies by. Its host's rule key always; the client's namespace when
-// rules of several namespaces could apply (and then its kind too, so
-// that the variants of one name agree); its kind when the policy is one
-// gRPC clients get otherwise (RANDOM).
+// rules of several namespaces could apply; its kind when the policy is
+// one gRPC clients get otherwise (RANDOM).
 func TestClusterRuleVary(t *testing.T) {
 	svc := service("echo", "echo", 7070)
 	st := model.NewStore()
@@ -173,7 +172,7 @@ func TestClusterRuleVary(t *testing.T) {
 		{"no rule", nil, 0},
 		{"the service's rule", []*model.DestinationRule{rule("echo", model.LBLeastRequest)}, 0},
 		{"RANDOM", []*model.DestinationRule{rule("echo", model.LBRandom)}, VaryKind},
-		{"rules of two namespaces", []*model.DestinationRule{rule("echo", model.LBLeastRequest), rule("team-a", model.LBLeastRequest)}, VaryNamespace | VaryKind},
+		{"rules of two namespaces", []*model.DestinationRule{rule("echo", model.LBLeastRequest), rule("team-a", model.LBLeastRequest)}, VaryNamespace},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			g := &clusterGenerator{GeneratorOptions{Discovery: st, Policies: model.NewStaticPolicies("istio-system", tc.rules)}}
@@ -182,5 +181,49 @@ func TestClusterRuleVary(t *testing.T) {
 				t.Errorf("resource %v, vary %b, deps %v; want a cluster, vary %b, the rule's key", r.Resource != nil, r.Vary, r.Deps, tc.want)
 			}
 		})
+	}
+}
+
+// TestVariantsThatVaryDifferently: one namespace's rule makes the cluster
+// depend on the client's kind (RANDOM, which gRPC clients get as round
+// robin), another's does not; the name's variants then differ in what
+// they vary by. Clients of both namespaces and kinds, asking in turn, must
+// each get their own cluster and not evict each other's: after the first
+// round nothing is generated again.
+func TestVariantsThatVaryDifferently(t *testing.T) {
+	svc := service("echo", "echo", 7070)
+	st := model.NewStore()
+	st.Update(svc, nil)
+	rules := []*model.DestinationRule{
+		{Namespace: "team-a", Name: "r", Host: svc.Hostname, Policy: &model.TrafficPolicy{LoadBalancer: model.LBRandom}},
+		{Namespace: "team-b", Name: "r", Host: svc.Hostname, Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest}},
+	}
+	m := &servedModel{NewServer(Options{Discovery: st, Policies: model.NewStaticPolicies("istio-system", rules)})}
+	name := model.ClusterName(7070, "", svc.Hostname)
+	type asker struct {
+		namespace string
+		grpc      bool
+	}
+	want := map[asker]cluster.Cluster_LbPolicy{
+		{"team-a", true}:  cluster.Cluster_ROUND_ROBIN,
+		{"team-a", false}: cluster.Cluster_RANDOM,
+		{"team-b", true}:  cluster.Cluster_LEAST_REQUEST,
+		{"team-b", false}: cluster.Cluster_LEAST_REQUEST,
+	}
+	order := []asker{{"team-a", true}, {"team-b", true}, {"team-a", false}, {"team-b", false}}
+	var afterFirst uint64
+	for round := range 3 {
+		for _, a := range order {
+			cl, _ := m.get(t, ClusterType, Client{Namespace: a.namespace, GRPC: a.grpc}, name).(*cluster.Cluster)
+			if got := cl.GetLbPolicy(); got != want[a] {
+				t.Fatalf("round %d, %+v: lb_policy %v, want %v", round, a, got, want[a])
+			}
+		}
+		if round == 0 {
+			afterFirst = m.s.Stats().Marshals
+		}
+	}
+	if got := m.s.Stats().Marshals; got != afterFirst {
+		t.Errorf("%d marshals after the first round, %d after three: variants evicted each other", afterFirst, got)
 	}
 }

@@ -14,7 +14,10 @@ import (
 // Generate must depend only on the model's current content, the name, and
 // the facts about the client that its Result's Vary names: the server
 // gives one client's result to every client that agrees on those facts,
-// and keeps it until a model key among its Deps changes. Generators are
+// and keeps it until a model key among its Deps changes. The Vary of one
+// name may differ between clients (a rule chosen by the client's
+// namespace may or may not depend on its kind): the cache then tells the
+// name's variants apart by every fact any of them named. Generators are
 // called with the server's lock held, one at a time, and must not call
 // back into the server.
 type Generator interface {
