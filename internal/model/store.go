@@ -235,3 +235,35 @@ func endpointCompare(a, b *Endpoint) int {
 }
 
 var _ Controller = (*Store)(nil)
+
+// StoreView is the read side of a Store, for a registry to embed: it
+// promotes the ServiceDiscovery reads, AppendEventHandler and Len, never
+// Update or Delete, so that whoever holds the registry cannot write its
+// model.
+type StoreView struct{ s *Store }
+
+// View returns the read side of s.
+func (s *Store) View() StoreView { return StoreView{s} }
+
+// Services lists every service, ordered by hostname.
+func (v StoreView) Services() []*Service { return v.s.Services() }
+
+// GetService returns the service with that hostname, or nil.
+func (v StoreView) GetService(hostname Hostname) *Service { return v.s.GetService(hostname) }
+
+// Endpoints is Store.Endpoints: the slice is shared, do not modify it.
+func (v StoreView) Endpoints(hostname Hostname, port int32, selector Labels) []*Endpoint {
+	return v.s.Endpoints(hostname, port, selector)
+}
+
+// EndpointsByPortName is Store.EndpointsByPortName.
+func (v StoreView) EndpointsByPortName(hostname Hostname, portName string, selector Labels) []*Endpoint {
+	return v.s.EndpointsByPortName(hostname, portName, selector)
+}
+
+// AppendEventHandler adds a handler for change events; call it before the
+// registry runs. Handlers run on the goroutines that update the store.
+func (v StoreView) AppendEventHandler(h EventHandler) { v.s.AppendEventHandler(h) }
+
+// Len returns the number of services and of endpoints held, for metrics.
+func (v StoreView) Len() (services, endpoints int) { return v.s.Len() }

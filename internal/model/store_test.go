@@ -215,3 +215,28 @@ func TestParseLocality(t *testing.T) {
 		t.Errorf("String = %q", s)
 	}
 }
+
+// TestStoreViewReadsOnly: a registry embeds a StoreView so that its
+// holders read its model and cannot write it.
+func TestStoreViewReadsOnly(t *testing.T) {
+	st := NewStore()
+	var v any = st.View()
+	if _, ok := v.(ServiceDiscovery); !ok {
+		t.Fatal("a StoreView is not a ServiceDiscovery")
+	}
+	if _, ok := v.(interface{ Update(*Service, []*Endpoint) bool }); ok {
+		t.Fatal("a StoreView can Update")
+	}
+	if _, ok := v.(interface{ Delete(Hostname) bool }); ok {
+		t.Fatal("a StoreView can Delete")
+	}
+	svc := &Service{Hostname: "a.ns.svc.cluster.local", Name: "a", Namespace: "ns", Ports: []Port{{Name: "grpc", Port: 80, Protocol: GRPC}}}
+	st.Update(svc, []*Endpoint{{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc"}})
+	view := st.View()
+	if got := view.GetService(svc.Hostname); got != svc || len(view.Services()) != 1 || len(view.Endpoints(svc.Hostname, 80, nil)) != 1 {
+		t.Fatalf("the view does not read the store: %v %v %v", got, view.Services(), view.Endpoints(svc.Hostname, 80, nil))
+	}
+	if s, e := view.Len(); s != 1 || e != 1 {
+		t.Fatalf("Len %d %d", s, e)
+	}
+}

@@ -60,8 +60,10 @@ type Options struct {
 // Registry serves the manifests of a folder. Its model methods are safe
 // for concurrent use at any time; Run is called once.
 type Registry struct {
-	// store holds the model; only this registry writes it.
+	// store holds the model; only this registry writes it. Others read it
+	// through the embedded view.
 	store *model.Store
+	model.StoreView
 
 	opts    Options
 	log     *slog.Logger
@@ -121,8 +123,10 @@ func New(opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	store := model.NewStore()
 	r := &Registry{
-		store:       model.NewStore(),
+		store:       store,
+		StoreView:   store.View(),
 		opts:        opts,
 		log:         opts.Logger.With("registry", "file"),
 		files:       map[string]*fileState{},
@@ -136,33 +140,6 @@ func New(opts Options) (*Registry, error) {
 // HasSynced reports whether the folder has been read once and the first
 // model is built.
 func (r *Registry) HasSynced() bool { return r.synced.Load() }
-
-// Services lists every service, ordered by hostname.
-func (r *Registry) Services() []*model.Service { return r.store.Services() }
-
-// GetService returns the service with that hostname, or nil.
-func (r *Registry) GetService(hostname model.Hostname) *model.Service {
-	return r.store.GetService(hostname)
-}
-
-// Endpoints returns the endpoints of the service port a number means
-// (see model.Service.PortByNumber) whose labels match selector, sorted by
-// address and port. The slice is shared: do not modify it.
-func (r *Registry) Endpoints(hostname model.Hostname, port int32, selector model.Labels) []*model.Endpoint {
-	return r.store.Endpoints(hostname, port, selector)
-}
-
-// EndpointsByPortName is Endpoints for the service port with that name.
-func (r *Registry) EndpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
-	return r.store.EndpointsByPortName(hostname, portName, selector)
-}
-
-// AppendEventHandler adds a handler for change events; call it before
-// Run. Handlers run on the Run goroutines.
-func (r *Registry) AppendEventHandler(h model.EventHandler) { r.store.AppendEventHandler(h) }
-
-// Len returns the number of services and of endpoints held, for metrics.
-func (r *Registry) Len() (services, endpoints int) { return r.store.Len() }
 
 // Problems returns what is currently wrong with the folder's files, in
 // file order. Files with problems serve their last good content.

@@ -95,8 +95,10 @@ type namespacedInformers struct {
 // (model.ServiceDiscovery) are safe for concurrent use at any time; Run
 // is called once.
 type Controller struct {
-	// store holds the model; only this registry writes it.
+	// store holds the model; only this registry writes it. Others read it
+	// through the embedded view.
 	store *model.Store
+	model.StoreView
 
 	opts      Options
 	client    kubernetes.Interface
@@ -132,12 +134,14 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	store := model.NewStore()
 	c := &Controller{
-		store:  model.NewStore(),
-		opts:   opts,
-		client: client,
-		log:    opts.Logger.With("registry", "kubernetes"),
-		scopes: map[string]*namespacedInformers{},
+		store:     store,
+		StoreView: store.View(),
+		opts:      opts,
+		client:    client,
+		log:       opts.Logger.With("registry", "kubernetes"),
+		scopes:    map[string]*namespacedInformers{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[serviceKey](),
 			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
@@ -263,33 +267,6 @@ func (c *Controller) Run(ctx context.Context) error {
 // HasSynced reports whether every informer and handler has seen its
 // initial list and the first model is built.
 func (c *Controller) HasSynced() bool { return c.synced.Load() }
-
-// Services lists every service, ordered by hostname.
-func (c *Controller) Services() []*model.Service { return c.store.Services() }
-
-// GetService returns the service with that hostname, or nil.
-func (c *Controller) GetService(hostname model.Hostname) *model.Service {
-	return c.store.GetService(hostname)
-}
-
-// Endpoints returns the endpoints of the service port a number means
-// (see model.Service.PortByNumber) whose labels match selector, sorted by
-// address and port. The slice is shared: do not modify it.
-func (c *Controller) Endpoints(hostname model.Hostname, port int32, selector model.Labels) []*model.Endpoint {
-	return c.store.Endpoints(hostname, port, selector)
-}
-
-// EndpointsByPortName is Endpoints for the service port with that name.
-func (c *Controller) EndpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
-	return c.store.EndpointsByPortName(hostname, portName, selector)
-}
-
-// AppendEventHandler adds a handler for change events; call it before
-// Run. Handlers run on the workers' goroutines.
-func (c *Controller) AppendEventHandler(h model.EventHandler) { c.store.AppendEventHandler(h) }
-
-// Len returns the number of services and of endpoints held, for metrics.
-func (c *Controller) Len() (services, endpoints int) { return c.store.Len() }
 
 func (c *Controller) processNext() bool {
 	key, quit := c.queue.Get()
