@@ -224,7 +224,9 @@ func TestStoreViewReadsOnly(t *testing.T) {
 	if _, ok := v.(ServiceDiscovery); !ok {
 		t.Fatal("a StoreView is not a ServiceDiscovery")
 	}
-	if _, ok := v.(interface{ Update(*Service, []*Endpoint) bool }); ok {
+	if _, ok := v.(interface {
+		Update(*Service, []*Endpoint) bool
+	}); ok {
 		t.Fatal("a StoreView can Update")
 	}
 	if _, ok := v.(interface{ Delete(Hostname) bool }); ok {
