@@ -27,7 +27,7 @@ type PolicyOptions struct {
 // wins (and when exportTo hides it from a client, that namespace has no
 // rule for the client).
 type Policies struct {
-	reg  *Registry
+	reg  Store
 	opts PolicyOptions
 
 	handlersMu sync.Mutex // guards handlers
@@ -42,7 +42,7 @@ type Policies struct {
 
 // NewPolicies builds the policy view of reg; it follows reg's events, so
 // call it before reg runs.
-func NewPolicies(reg *Registry, opts PolicyOptions) *Policies {
+func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 	p := &Policies{
 		reg:    reg,
 		opts:   opts,
