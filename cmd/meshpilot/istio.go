@@ -10,24 +10,38 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 )
 
+// istioServing is what serve builds from the Istio kinds of a crd.Store,
+// whether the store is a cluster's informers or a folder's manifests.
+type istioServing struct {
+	// policies is the DestinationRules as generators read them.
+	policies *crd.Policies
+}
+
+// istioConsumers builds every consumer of store's Istio objects, the same
+// for a cluster and for --from. Consumers append event handlers to store,
+// so call it before store runs.
+func istioConsumers(store crd.Store, f serveFlags) istioServing {
+	// Istio's root namespace, whose rules apply mesh-wide, is its system
+	// namespace by default: meshpilot's is --system-namespace.
+	return istioServing{
+		policies: crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace}),
+	}
+}
+
 // runIstioRegistry watches Istio's traffic rules beside the Kubernetes
 // registry until ctx ends; the returned function waits for it to stop.
-// Its DestinationRules reach the generators through the returned
-// policies. It does not hold readiness back: rules that arrive later are
-// pushed like any change, and without the CRDs it logs once and waits
-// for them.
-func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (policies *crd.Policies, wait func(), err error) {
+// It does not hold readiness back: rules that arrive later are pushed
+// like any change, and without the CRDs it logs once and waits for them.
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
 	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
 		QueueMetrics: m.WorkqueueProvider(),
 	})
 	if err != nil {
-		return nil, nil, err
+		return istioServing{}, nil, err
 	}
-	// Istio's root namespace, whose rules apply mesh-wide, is its system
-	// namespace by default: meshpilot's is --system-namespace.
-	policies = crd.NewPolicies(reg, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace})
+	istio = istioConsumers(reg, f)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -35,5 +49,5 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *
 			log.Error("Istio traffic rules stopped", "error", err)
 		}
 	}()
-	return policies, func() { <-done }, nil
+	return istio, func() { <-done }, nil
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
-	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
@@ -126,7 +125,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 				log.Warn("mesh config discoverySelectors apply to a cluster; with --from every namespace of the folder is served")
 			}
 		})
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, nil, f, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istioServing{}, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -166,23 +165,23 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	reg.SetMeshDiscoverySelectors(mesh.DiscoverySelectors())
 	mesh.AppendSelectorHandler(reg.SetMeshDiscoverySelectors)
 	istioCtx, stopIstio := context.WithCancel(ctx)
-	policies, waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
+	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
 	if err != nil {
 		stopIstio()
 		return err
 	}
 	defer waitIstio()
 	defer stopIstio()
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, policies, f, m)
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
-// mesh and, when not nil, the DestinationRules of policies; m, when not
-// nil, holds metrics the registry already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, policies *crd.Policies, f serveFlags, m *metrics.Metrics) error {
+// mesh and what istio built from the Istio kinds (its zero value: none);
+// m, when not nil, holds metrics the registry already reports to.
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics) error {
 	var ps server.PolicySource
-	if policies != nil {
-		ps = policies
+	if istio.policies != nil {
+		ps = istio.policies
 	}
 	srv, err := server.New(server.Options{
 		Sources:      []aggregate.Source{source},
