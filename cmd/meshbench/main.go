@@ -60,6 +60,8 @@ LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
             subscribed client holding the new address as HEALTHY: from
             the write's start, and from its return (negative for clients
             that had it before the write returned; the count is shown)
+  routes    with --traffic-rules, from a VirtualService weight change to
+            each subscribed client holding the route with the new weights
   cost      meshpilot's CPU seconds and memory after sync, convergence,
             the settle pause and churn, each phase's CPU time its own
 
@@ -112,5 +114,6 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between convergence and churn, so that churn starts after meshpilot's push of its initial sync")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "API writes in flight while writing the workload")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random choice of services")
+	f.BoolVar(&cfg.TrafficRules, "traffic-rules", false, "install Istio's CRDs and give every service a DestinationRule with subsets v1 and v2 and a VirtualService splitting its traffic 80/20 between them; churn then also changes route weights (as many changes as --changes, at --rate) and reports the time to every subscribed client holding the new route")
 	return cmd
 }

@@ -38,6 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
@@ -80,6 +82,11 @@ type Config struct {
 	ProfileDir string `json:"profile_dir,omitempty"`
 	// Prefix of namespace and node names.
 	Prefix string `json:"prefix"`
+	// TrafficRules gives every service a DestinationRule with two
+	// subsets and a VirtualService splitting its traffic between them
+	// (rules.go), installing Istio's CRDs first; churn then also changes
+	// the weights of routes.
+	TrafficRules bool `json:"traffic_rules,omitempty"`
 
 	// Env is an API server to use; nil starts one for the run.
 	Env *testenv.Env `json:"-"`
@@ -208,6 +215,23 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	t0 := time.Now()
 	if err := w.setup(ctx); err != nil {
 		return nil, fmt.Errorf("writing the workload: %w", err)
+	}
+	if cfg.TrafficRules {
+		logf("installing Istio's CRDs; a DestinationRule and a VirtualService per service")
+		crds, err := testenv.IstioCRDs()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := env.InstallCRDs(crds); err != nil {
+			return nil, err
+		}
+		ic, err := istioclient.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.writeRules(ctx, ic); err != nil {
+			return nil, fmt.Errorf("writing the traffic rules: %w", err)
+		}
 	}
 	res.Setup = SetupResult{Writes: w.writes.Load(), Seconds: time.Since(t0).Seconds()}
 	logf("wrote %d objects in %.2fs", res.Setup.Writes, res.Setup.Seconds)
@@ -373,6 +397,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		prof.fetch(ctx, "heap?gc=1", "heap-churn.pb.gz")
 		logf("churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms (%d seen before it returned); %d misses",
 			churn.Pairs, churn.FromWriteStart.P50MS, churn.FromWriteStart.P99MS, churn.P50MS, churn.P99MS, churn.BeforeWriteReturned, churn.Misses)
+		if cfg.TrafficRules {
+			logf("route churn: %d VirtualService weight changes at %g/s", cfg.Changes, cfg.Rate)
+			rch, err := runRouteChurn(ctx, churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
+			if err != nil {
+				return nil, err
+			}
+			res.RouteChurn = rch
+			res.snapshot(proc, "route-churn")
+			logf("route churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms; %d misses",
+				rch.Pairs, rch.FromWriteStart.P50MS, rch.FromWriteStart.P99MS, rch.P50MS, rch.P99MS, rch.Misses)
+		}
 	}
 	if err := proc.alive(); err != nil {
 		return nil, err
@@ -479,19 +514,12 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 		}
 		cur := p
 		wg.Go(func() {
-			var ch *change
-			written, err := w.appendEndpoint(ctx, cur.svc, cur.ep, func() {
-				ch = tr.expect(cur.ep.Addresses[0], cur.svc.idx)
+			ch, err := tr.track(ctx, cur.svc.idx, cfg.MissTimeout, func(expect func(key string)) (time.Time, error) {
+				return w.appendEndpoint(ctx, cur.svc, cur.ep, func() { expect(cur.ep.Addresses[0]) })
 			})
 			if err != nil {
 				fail(err)
 				return
-			}
-			tr.written(ch, written)
-			select {
-			case <-ch.done:
-			case <-time.After(cfg.MissTimeout):
-			case <-ctx.Done():
 			}
 			changes[i] = ch
 		})
@@ -506,8 +534,81 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 	return tr.churn(changes, w.services, start, cfg.MissTimeout), nil
 }
 
+// runRouteChurn changes the weights of one subscribed service's
+// VirtualService per tick, going through the subscribed services in a
+// random order so that no change lands on a service whose last change is
+// still being pushed, and waits for every subscribed client to hold the
+// route with the new weights, or for the miss timeout.
+func runRouteChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
+	w, tr, cfg := r.workload, r.tracker, r.cfg
+	order := r.rng.Perm(len(r.subscribed))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex // guards errs
+		errs    []error
+		changes = make([]*change, cfg.Changes)
+	)
+	start := time.Now()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+	defer tick.Stop()
+	for i := range cfg.Changes {
+		if i > 0 {
+			select {
+			case <-tick.C:
+			case err := <-r.clientErrs:
+				wg.Wait()
+				return nil, fmt.Errorf("during route churn: %w", err)
+			case <-ctx.Done():
+				wg.Wait()
+				return nil, context.Cause(ctx)
+			}
+		}
+		svc := w.services[r.subscribed[order[i%len(order)]]]
+		wg.Go(func() {
+			ch, err := tr.track(ctx, svc.idx, cfg.MissTimeout, func(expect func(key string)) (time.Time, error) {
+				return w.setWeights(ctx, svc, expect)
+			})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			changes[i] = ch
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return tr.churn(changes, w.services, start, cfg.MissTimeout), nil
+}
+
+// track makes one change of a service with write and waits until every
+// client subscribed to the service has seen it, or for missTimeout. write
+// calls expect with the key clients will report (observe) just before it
+// writes, so that no sighting is lost, and returns when its write
+// returned.
+func (t *tracker) track(ctx context.Context, service int, missTimeout time.Duration, write func(expect func(key string)) (time.Time, error)) (*change, error) {
+	var ch *change
+	written, err := write(func(key string) { ch = t.expect(key, service) })
+	if err != nil {
+		return nil, err
+	}
+	t.written(ch, written)
+	select {
+	case <-ch.done:
+	case <-time.After(missTimeout):
+	case <-ctx.Done():
+	}
+	return ch, nil
+}
+
 // tracker collects convergence and the clients' sightings of new
-// addresses.
+// addresses and routes.
 type tracker struct {
 	mu           sync.Mutex // guards every field below
 	byService    [][]int    // clients subscribed to each service

@@ -65,6 +65,7 @@ type adsClient struct {
 	// What each resource points to.
 	listenerRoute map[string]string   // listener -> route configuration
 	routeClusters map[string][]string // route configuration -> clusters
+	routeSplit    map[string]string   // route configuration -> splitKey
 	clusterEDS    map[string]string   // cluster -> EDS service name
 	// Per ClusterLoadAssignment, the addresses that take traffic.
 	clas      map[string]map[string]struct{}
@@ -84,6 +85,7 @@ func newADSClient(id int, ns string, listeners []string, obs observer, stats *cl
 		stats:         stats,
 		listenerRoute: map[string]string{},
 		routeClusters: map[string][]string{},
+		routeSplit:    map[string]string{},
 		clusterEDS:    map[string]string{},
 		clas:          map[string]map[string]struct{}{},
 	}
@@ -175,6 +177,12 @@ func (c *adsClient) handle(resp *xdstest.Response) error {
 			c.listenerRoute[name] = rc
 		case *route.RouteConfiguration:
 			c.routeClusters[name] = clustersOf(m)
+			if k := splitKey(m); k != c.routeSplit[name] {
+				c.routeSplit[name] = k
+				if k != "" {
+					c.obs.observe(c.id, k, now)
+				}
+			}
 		case *cluster.Cluster:
 			eds := m.GetEdsClusterConfig().GetServiceName()
 			if eds == "" {
@@ -211,16 +219,37 @@ func (c *adsClient) handle(resp *xdstest.Response) error {
 		}
 		c.prune(t + 1)
 	}
-	if !c.converged && len(c.subs[3]) == len(c.listeners) {
-		for _, n := range c.subs[3] {
-			if _, ok := c.clas[n]; !ok {
-				return nil
-			}
-		}
+	if !c.converged && c.complete() {
 		c.converged = true
 		c.obs.converged(c.id, now)
 	}
 	return nil
+}
+
+// complete says whether the client holds everything its listeners lead
+// to: a route configuration per listener, every cluster they route to
+// (one per service, or one per subset of a weighted route) and every
+// ClusterLoadAssignment.
+func (c *adsClient) complete() bool {
+	if len(c.listenerRoute) != len(c.listeners) || len(c.subs[3]) == 0 {
+		return false
+	}
+	for _, rc := range c.subs[1] {
+		if _, ok := c.routeClusters[rc]; !ok {
+			return false
+		}
+	}
+	for _, cl := range c.subs[2] {
+		if _, ok := c.clusterEDS[cl]; !ok {
+			return false
+		}
+	}
+	for _, n := range c.subs[3] {
+		if _, ok := c.clas[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // prune forgets resources of type t no longer subscribed.
@@ -231,6 +260,7 @@ func (c *adsClient) prune(t int) {
 		for n := range c.routeClusters {
 			if !keep(n) {
 				delete(c.routeClusters, n)
+				delete(c.routeSplit, n)
 			}
 		}
 	case 2:

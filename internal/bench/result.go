@@ -22,6 +22,10 @@ type Result struct {
 	SyncSeconds float64           `json:"sync_seconds"`
 	Convergence ConvergenceResult `json:"convergence"`
 	Churn       *ChurnResult      `json:"churn,omitempty"`
+	// RouteChurn (Config.TrafficRules): from a VirtualService weight
+	// change to each subscribed client holding the route with the new
+	// weights.
+	RouteChurn *ChurnResult `json:"route_churn,omitempty"`
 	// Phases are meshpilot's usage after sync, after convergence, after
 	// the settle pause ("settled") and after churn; each phase's CPU time
 	// is its own.
@@ -92,6 +96,8 @@ type ChurnResult struct {
 // ChangeRecord is one endpoint addition.
 type ChangeRecord struct {
 	Service string `json:"service"`
+	// Address is the new endpoint's; for a route change, the route
+	// configuration and its new weights ("<name>#<w1>,<w2>").
 	Address string `json:"address"`
 	// StartMS is when the slice write began, from the start of churn.
 	StartMS float64 `json:"start_ms"`
@@ -167,6 +173,11 @@ func (r *Result) WriteSummary(out io.Writer) {
 		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 		ws := ch.SliceWrite
 		fmt.Fprintf(tw, "  the slice write itself\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ws.P50MS, ws.P90MS, ws.P99MS, ws.MaxMS)
+	}
+	if ch := r.RouteChurn; ch != nil {
+		fs := ch.FromWriteStart
+		fmt.Fprintf(tw, "route weights (%d pairs), from the write's start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS, ch.Misses)
+		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 	}
 	tw.Flush()
 	if ch := r.Churn; ch != nil {

@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
 )
 
 const (
@@ -40,6 +43,10 @@ type service struct {
 	mu        sync.Mutex                 // serialises slice writes
 	slice     *discoveryv1.EndpointSlice // as last written
 	addresses []string
+	// vs is its VirtualService as last written (Config.TrafficRules),
+	// v1Weight the weight of its route to subset v1.
+	vs       *networkingv1.VirtualService
+	v1Weight uint32
 }
 
 func (s *service) listenerName() string { return fmt.Sprintf("%s:%d", s.hostname, ServicePort) }
@@ -53,6 +60,8 @@ type workload struct {
 	nextAddr atomic.Uint32
 	nextPod  atomic.Int64
 	writes   atomic.Int64
+	// istio writes the traffic rules (Config.TrafficRules).
+	istio istioclient.Interface
 }
 
 func newWorkload(client kubernetes.Interface, cfg *Config) *workload {
@@ -183,7 +192,7 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("%s-%d", svc.name, n), Namespace: svc.ns,
-			Labels: map[string]string{"app": svc.name},
+			Labels: w.podLabels(svc, n),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:   w.nodes[node],
