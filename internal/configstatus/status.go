@@ -9,6 +9,7 @@ package configstatus
 
 import (
 	"cmp"
+	"log/slog"
 	"slices"
 	"sync"
 )
@@ -72,14 +73,32 @@ func (e Entry) State() string {
 	return "applied"
 }
 
+// Equal reports whether two statuses say the same.
+func (s Status) Equal(o Status) bool {
+	return equalField(s.Refused, o.Refused) && slices.Equal(s.IgnoredGRPC, o.IgnoredGRPC) && slices.Equal(s.IgnoredEnvoy, o.IgnoredEnvoy)
+}
+
+func equalField(a, b *Field) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // Reporter holds the status of every object. A nil *Reporter records
 // nothing, so conversions may be run without one (tests, tools).
+//
+// A Reporter with a logger (SetLogger) logs one line when an object is
+// refused, naming the object, the field and why, and one when a refused
+// object is applied again. A status set again unchanged (an informer's
+// relist) logs nothing and calls no OnChange function.
 type Reporter struct {
-	mu sync.Mutex // guards entries and onChange
+	mu sync.Mutex // guards entries, onChange and log
 	// entries by kind, namespace and name (Where is not part of the key:
 	// an object has one status).
 	entries  map[Ref]Status
 	onChange []func()
+	log      *slog.Logger
 }
 
 // NewReporter returns an empty Reporter.
@@ -87,23 +106,65 @@ func NewReporter() *Reporter { return &Reporter{entries: map[Ref]Status{}} }
 
 func key(r Ref) Ref { r.Where = ""; return r }
 
+// SetLogger makes the Reporter log refusals to log; call it before the
+// first Set.
+func (r *Reporter) SetLogger(log *slog.Logger) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.log = log
+	r.mu.Unlock()
+}
+
 // Set records an object's status, replacing the one it had.
 func (r *Reporter) Set(ref Ref, s Status) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
-	k := key(ref)
-	for old := range r.entries {
-		if key(old) == k {
-			delete(r.entries, old)
-		}
-	}
+	oldRef, before, had := r.remove(ref)
 	r.entries[ref] = s
+	if had && oldRef == ref && before.Equal(s) {
+		r.mu.Unlock()
+		return
+	}
 	hooks := slices.Clone(r.onChange)
+	log := r.log
 	r.mu.Unlock()
+	if log != nil {
+		logChange(log, ref, before, s)
+	}
 	for _, f := range hooks {
 		f()
+	}
+}
+
+// remove forgets an object's entry and returns it (its Ref says where it
+// was read). The caller holds mu.
+func (r *Reporter) remove(ref Ref) (Ref, Status, bool) {
+	k := key(ref)
+	for old, s := range r.entries {
+		if key(old) == k {
+			delete(r.entries, old)
+			return old, s, true
+		}
+	}
+	return Ref{}, Status{}, false
+}
+
+// logChange logs a refusal, or the end of one.
+func logChange(log *slog.Logger, ref Ref, before, now Status) {
+	attrs := []any{"kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name}
+	if ref.Where != "" {
+		attrs = append(attrs, "where", ref.Where)
+	}
+	switch {
+	case now.Refused != nil && !equalField(before.Refused, now.Refused):
+		log.Warn("configuration refused; its last good version stays in force",
+			append(attrs, "field", now.Refused.Path, "reason", now.Refused.Why)...)
+	case now.Refused == nil && before.Refused != nil:
+		log.Info("configuration applied after a refusal", attrs...)
 	}
 }
 
@@ -113,11 +174,9 @@ func (r *Reporter) Delete(ref Ref) {
 		return
 	}
 	r.mu.Lock()
-	k := key(ref)
-	for old := range r.entries {
-		if key(old) == k {
-			delete(r.entries, old)
-		}
+	if _, _, found := r.remove(ref); !found {
+		r.mu.Unlock()
+		return
 	}
 	hooks := slices.Clone(r.onChange)
 	r.mu.Unlock()
@@ -126,8 +185,9 @@ func (r *Reporter) Delete(ref Ref) {
 	}
 }
 
-// OnChange adds a function called after every Set or Delete (for
-// metrics); it must not call back into the Reporter's writers.
+// OnChange adds a function called after every Set or Delete that changes
+// a status (for metrics), possibly from several goroutines at once; it
+// must not call back into the Reporter's writers.
 func (r *Reporter) OnChange(f func()) {
 	if r == nil {
 		return

@@ -1,6 +1,10 @@
 package configstatus
 
-import "testing"
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+)
 
 func TestReporter(t *testing.T) {
 	r := NewReporter()
@@ -27,5 +31,54 @@ func TestReporter(t *testing.T) {
 	nilReporter.Set(dr, Status{}) // records nothing, does not panic
 	if nilReporter.List() != nil {
 		t.Fatal("nil Reporter lists entries")
+	}
+}
+
+// TestReporterLogsRefusalsOnce: a refusal is logged once with its object,
+// field and reason, however often the same status is set again (an
+// informer's relist), and its end is logged once; an unchanged status
+// wakes no OnChange function.
+func TestReporterLogsRefusalsOnce(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewReporter()
+	r.SetLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	})))
+	changes := 0
+	r.OnChange(func() { changes++ })
+	ref := Ref{Kind: "DestinationRule", Namespace: "ns", Name: "a"}
+	bad := Refuse("spec.host", "wildcard hosts are not served yet")
+	for _, step := range []struct {
+		set         Status
+		wantChanges int
+	}{
+		{bad, 1},
+		{bad, 1},
+		{Refuse("spec.host", "wildcard hosts are not served yet"), 1},
+		{Refuse("spec.subsets[1].name", "subset v1 is defined twice"), 2},
+		{Status{}, 3},
+		{Status{}, 3},
+	} {
+		r.Set(ref, step.set)
+		if changes != step.wantChanges {
+			t.Fatalf("after Set(%+v): %d changes, want %d", step.set, changes, step.wantChanges)
+		}
+	}
+	r.Delete(ref)
+	r.Delete(ref)
+	if changes != 4 {
+		t.Fatalf("after two Deletes: %d changes, want 4", changes)
+	}
+	want := `level=WARN msg="configuration refused; its last good version stays in force" kind=DestinationRule namespace=ns name=a field=spec.host reason="wildcard hosts are not served yet"
+level=WARN msg="configuration refused; its last good version stays in force" kind=DestinationRule namespace=ns name=a field=spec.subsets[1].name reason="subset v1 is defined twice"
+level=INFO msg="configuration applied after a refusal" kind=DestinationRule namespace=ns name=a
+`
+	if buf.String() != want {
+		t.Fatalf("log:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }

@@ -68,9 +68,9 @@ func loadPolicies(t testing.TB, in *goldenInput, suffix string) model.PolicyInde
 	}
 	var rules []*model.DestinationRule
 	for _, dr := range in.DestinationRules {
-		r, ok := crd.ConvertDestinationRule(dr, suffix)
-		if !ok {
-			t.Logf("DestinationRule %s/%s is not served (host %q)", dr.Namespace, dr.Name, dr.Spec.GetHost())
+		r, status := crd.ConvertDestinationRule(dr, suffix)
+		if r == nil {
+			t.Logf("DestinationRule %s/%s is refused: %s: %s", dr.Namespace, dr.Name, status.Refused.Path, status.Refused.Why)
 			continue
 		}
 		rules = append(rules, r)

@@ -6,6 +6,7 @@ import (
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -23,12 +24,17 @@ func ruleHost(host, namespace, domainSuffix string) (model.Hostname, bool) {
 	return model.Hostname(host), true
 }
 
-// ConvertDestinationRule turns a DestinationRule into the model's view;
-// false when its host is not served (a wildcard).
-func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix string) (*model.DestinationRule, bool) {
+// ConvertDestinationRule turns a DestinationRule into the model's view
+// and says what became of it; the rule is nil when the status refuses
+// it (a wildcard host is not served yet).
+func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix string) (*model.DestinationRule, configstatus.Status) {
 	host, ok := ruleHost(dr.Spec.GetHost(), dr.Namespace, domainSuffix)
 	if !ok {
-		return nil, false
+		why := "wildcard hosts are not served yet"
+		if dr.Spec.GetHost() == "" {
+			why = "a rule needs a host"
+		}
+		return nil, configstatus.Refuse("spec.host", why)
 	}
 	out := &model.DestinationRule{
 		Namespace: dr.Namespace,
@@ -44,7 +50,7 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		}
 		out.Subsets = append(out.Subsets, sub)
 	}
-	return out, true
+	return out, configstatus.Status{}
 }
 
 func convertTrafficPolicy(p *apinetworking.TrafficPolicy) *model.TrafficPolicy {

@@ -34,7 +34,9 @@
 // with portLevelSettings and per-subset overrides) and indexed by host;
 // a change is a model.ConfigChanged event with the DestinationRuleKey of
 // the hosts it touched, and exportTo limits which clients see it.
-// Wildcard hosts are not handled yet.
+// A rule that cannot be converted (a wildcard host, not served yet) is
+// refused: its status (PolicyOptions.Status) says why, and its last good
+// version stays in force.
 // The other kinds reach nothing yet. The registry is not a source of the
 // aggregate registry, and its HasSynced is not part of readiness: rules
 // that arrive later are pushed like any change.

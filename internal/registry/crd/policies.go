@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -14,6 +15,8 @@ type PolicyOptions struct {
 	// RootNamespace holds the rules that apply mesh-wide (Istio's
 	// MeshConfig rootNamespace).
 	RootNamespace string
+	// Status, when set, records what became of every DestinationRule.
+	Status *configstatus.Reporter
 }
 
 // Policies is the DestinationRules of a Registry as generators read them
@@ -22,7 +25,10 @@ type PolicyOptions struct {
 // as a model.ConfigChanged event with the DestinationRuleKey of each host
 // the rule applied to before or applies to now.
 //
-// Not done yet: wildcard hosts are ignored; two rules of one namespace
+// A rule that cannot be converted is refused: its status says why, and
+// its last good version stays in force.
+//
+// Not done yet: wildcard hosts are refused; two rules of one namespace
 // for one host are not merged as Istio merges them: the first by name
 // wins (and when exportTo hides it from a client, that namespace has no
 // rule for the client).
@@ -67,9 +73,17 @@ func (p *Policies) onEvent(ev Event) {
 	if ev.Kind != DestinationRule {
 		return
 	}
+	ref := configstatus.Ref{Kind: string(DestinationRule), Namespace: ev.Namespace, Name: ev.Name}
 	var now *model.DestinationRule
 	if obj := p.reg.DestinationRule(ev.Namespace, ev.Name); obj != nil {
-		now, _ = ConvertDestinationRule(obj, p.opts.DomainSuffix)
+		var status configstatus.Status
+		now, status = ConvertDestinationRule(obj, p.opts.DomainSuffix)
+		p.opts.Status.Set(ref, status)
+		if now == nil {
+			return
+		}
+	} else {
+		p.opts.Status.Delete(ref)
 	}
 	hosts := p.set(ev.Namespace+"/"+ev.Name, now)
 	p.handlersMu.Lock()

@@ -59,9 +59,9 @@ func TestConvertDestinationRule(t *testing.T) {
 			},
 		},
 	}
-	got, ok := ConvertDestinationRule(dr, "")
-	if !ok {
-		t.Fatal("not converted")
+	got, status := ConvertDestinationRule(dr, "")
+	if got == nil || !status.OK() {
+		t.Fatalf("not converted: %+v", status)
 	}
 	want := &model.DestinationRule{
 		Namespace: "ns", Name: "r", Host: "reviews.ns.svc.cluster.local", ExportTo: []string{"."},
