@@ -43,6 +43,8 @@ var honoured = map[string]bool{
 	"defaultHttpRetryPolicy.perTryTimeout":            true,
 	"defaultHttpRetryPolicy.backoff":                  true,
 	"defaultHttpRetryPolicy.retryIgnorePreviousHosts": true,
+	"trustDomain":                                     true,
+	"trustDomainAliases":                              true,
 }
 
 // Parse reads a MeshConfig in YAML or JSON, as Istio does
@@ -88,7 +90,10 @@ func Parse(data []byte) (*Config, error) {
 
 // settingsOf picks and checks what meshpilot applies.
 func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
-	out := &model.MeshSettings{}
+	out := model.DefaultMeshSettings()
+	if err := trustDomainsOf(mesh, out); err != nil {
+		return nil, err
+	}
 	if p := mesh.GetDefaultHttpRetryPolicy(); p != nil {
 		r := &model.HTTPRetry{Attempts: p.GetAttempts(), RetryOn: p.GetRetryOn()}
 		// Istio's validation (validateHTTPRetry) refuses the same.

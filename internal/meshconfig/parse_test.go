@@ -1,6 +1,7 @@
 package meshconfig_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -46,9 +47,22 @@ defaultHttpRetryPolicy:
 			want: model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 1}},
 		},
 		{
-			desc: "fields meshpilot does not apply and unknown fields are listed, sorted",
+			desc: "trust domain and aliases",
 			in: `
 trustDomain: example.org
+trustDomainAliases: [old.example.org, Legacy.Example., cluster.local]
+`,
+			want: model.MeshSettings{TrustDomain: "example.org", TrustDomainAliases: []string{"old.example.org", "Legacy.Example.", "cluster.local"}},
+		},
+		{desc: "an empty trust domain is unset: the default", in: `trustDomain: ""`},
+		{desc: "bad trust domain", in: "trustDomain: example..org", err: `trustDomain: "example..org" is not a trust domain`},
+		{desc: "trust domain with a path", in: "trustDomain: example.org/ns", err: "trustDomain: "},
+		{desc: "bad alias", in: "trustDomainAliases: [ok.org, bad_one.org]", err: "trustDomainAliases[1]: "},
+		{desc: "empty alias", in: `trustDomainAliases: [""]`, err: "trustDomainAliases[0]: empty"},
+		{
+			desc: "fields meshpilot does not apply and unknown fields are listed, sorted",
+			in: `
+enableTracing: true
 accessLogFile: /dev/stdout
 notAMeshField: 1
 defaultHttpRetryPolicy:
@@ -59,7 +73,7 @@ defaultHttpRetryPolicy:
 			want: model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 1}},
 			ignored: []string{
 				"accessLogFile", "defaultHttpRetryPolicy.retryRemoteLocalities",
-				"defaultHttpRetryPolicy.typo (unknown field)", "notAMeshField (unknown field)", "trustDomain",
+				"defaultHttpRetryPolicy.typo (unknown field)", "enableTracing", "notAMeshField (unknown field)",
 			},
 		},
 		{desc: "bad syntax", in: "defaultHttpRetryPolicy: [attempts: 1", err: "syntax"},
@@ -81,7 +95,10 @@ defaultHttpRetryPolicy:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equalSettings(*c.Settings, tc.want) {
+			if tc.want.TrustDomain == "" {
+				tc.want.TrustDomain = model.DefaultTrustDomain
+			}
+			if !reflect.DeepEqual(*c.Settings, tc.want) {
 				t.Errorf("settings %+v (retry %+v), want %+v (retry %+v)", *c.Settings, c.Settings.DefaultHTTPRetry, tc.want, tc.want.DefaultHTTPRetry)
 			}
 			if tc.ignored == nil {
@@ -92,16 +109,4 @@ defaultHttpRetryPolicy:
 			}
 		})
 	}
-}
-
-func equalSettings(a, b model.MeshSettings) bool {
-	x, y := a.DefaultHTTPRetry, b.DefaultHTTPRetry
-	if x == nil || y == nil {
-		return x == y
-	}
-	if (x.RetryIgnorePreviousHosts == nil) != (y.RetryIgnorePreviousHosts == nil) ||
-		x.RetryIgnorePreviousHosts != nil && *x.RetryIgnorePreviousHosts != *y.RetryIgnorePreviousHosts {
-		return false
-	}
-	return x.Attempts == y.Attempts && x.RetryOn == y.RetryOn && x.PerTryTimeout == y.PerTryTimeout && x.Backoff == y.Backoff
 }

@@ -1,8 +1,8 @@
 // Package meshconfig follows Istio's mesh-wide settings (MeshConfig) from
 // a file or from the `mesh` key of a ConfigMap, and publishes what
 // meshpilot applies of them (model.MeshSettings). A change is applied
-// live and reported as one event with model.MeshConfigKey, so that only
-// what reads the settings is regenerated. A config that does not parse
+// live and reported as one event per part of the settings it changed
+// (model.MeshKeys), so that only what reads those parts is regenerated. A config that does not parse
 // is refused with a log line naming its source and field; the last good
 // one stays in force.
 package meshconfig
@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -74,7 +73,7 @@ func newWatcher(log *slog.Logger, source string) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Watcher{log: log, source: source, state: state{settings: &model.MeshSettings{}}}
+	return &Watcher{log: log, source: source, state: state{settings: model.DefaultMeshSettings()}}
 }
 
 // Mesh returns the settings in force; never nil. It is a
@@ -99,8 +98,8 @@ func (w *Watcher) Status() Status {
 }
 
 // AppendEventHandler adds a handler told of each change of the settings
-// in force (model.ConfigChanged, model.MeshConfigKey); call it before
-// Run.
+// in force: one model.ConfigChanged event per key of the parts that
+// changed (model.MeshKeys); call it before Run.
 func (w *Watcher) AppendEventHandler(h model.EventHandler) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -159,7 +158,7 @@ func (w *Watcher) apply(data []byte) error {
 	}
 	w.mu.Unlock()
 
-	next := state{settings: &model.MeshSettings{}}
+	next := state{settings: model.DefaultMeshSettings()}
 	if len(bytes.TrimSpace(data)) > 0 {
 		c, err := Parse(data)
 		if err != nil {
@@ -176,8 +175,8 @@ func (w *Watcher) apply(data []byte) error {
 	}
 	w.mu.Lock()
 	selectorsChanged := !sameSelectors(w.state.selectors(), next.selectors())
-	changed := !reflect.DeepEqual(w.state.settings, next.settings)
-	if !changed {
+	changed := model.MeshKeys(w.state.settings, next.settings)
+	if len(changed) == 0 {
 		// Handlers and readers keep the settings they hold.
 		next.settings = w.state.settings
 	}
@@ -188,9 +187,9 @@ func (w *Watcher) apply(data []byte) error {
 	handlers, selectorHandlers := w.handlers, w.selectorHandlers
 	w.mu.Unlock()
 	w.log.Info("mesh config in force", "source", w.source, "changed", changed, "discoverySelectorsChanged", selectorsChanged)
-	if changed {
+	for _, k := range changed {
 		for _, h := range handlers {
-			h(model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey})
+			h(model.Event{Kind: model.ConfigChanged, Config: k})
 		}
 	}
 	if selectorsChanged {

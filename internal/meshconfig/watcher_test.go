@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,15 +17,37 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// followed runs w until the test ends and counts its change events.
-func followed(t *testing.T, w *meshconfig.Watcher) *atomic.Int64 {
+// changes records the keys of a watcher's change events.
+type changes struct {
+	mu   sync.Mutex // guards keys
+	keys []model.ConfigKey
+}
+
+// Load counts the events.
+func (c *changes) Load() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.keys)
+}
+
+// Since returns the keys of the events after the first n.
+func (c *changes) Since(n int) []model.ConfigKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.keys[n:])
+}
+
+// followed runs w until the test ends and records its change events.
+func followed(t *testing.T, w *meshconfig.Watcher) *changes {
 	t.Helper()
-	var events atomic.Int64
+	events := &changes{}
 	w.AppendEventHandler(func(ev model.Event) {
-		if ev.Kind != model.ConfigChanged || ev.Config != model.MeshConfigKey {
-			t.Errorf("event %+v, want ConfigChanged of %v", ev, model.MeshConfigKey)
+		if ev.Kind != model.ConfigChanged || ev.Config.Kind != model.KindMeshConfig {
+			t.Errorf("event %+v, want ConfigChanged of a part of the mesh config", ev)
 		}
-		events.Add(1)
+		events.mu.Lock()
+		events.keys = append(events.keys, ev.Config)
+		events.mu.Unlock()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -36,7 +58,7 @@ func followed(t *testing.T, w *meshconfig.Watcher) *atomic.Int64 {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return &events
+	return events
 }
 
 // poll waits up to testutil.Wait for cond.
@@ -115,24 +137,24 @@ func TestFileReload(t *testing.T) {
 		t.Errorf("after a bad file: settings %+v, status %+v; want the last good one in force and the refusal shown", w.Mesh().DefaultHTTPRetry, st)
 	}
 
-	replace("defaultHttpRetryPolicy: {attempts: 4}\ntrustDomain: example.org\n")
+	replace("defaultHttpRetryPolicy: {attempts: 4}\nenableTracing: true\n")
 	awaitAttempts(t, w, 4)
 	if n := events.Load(); n != 2 {
 		t.Errorf("%d change events, want 2 (attempts 0, then 4)\n%s", n, lines)
 	}
-	if st := w.Status(); st.Refused != "" || !slices.Equal(st.Ignored, []string{"trustDomain"}) {
-		t.Errorf("status %+v, want trustDomain ignored and no refusal", st)
+	if st := w.Status(); st.Refused != "" || !slices.Equal(st.Ignored, []string{"enableTracing"}) {
+		t.Errorf("status %+v, want enableTracing ignored and no refusal", st)
 	}
 
 	// Only an ignored field changes: in force at once, and no push.
 	from = lines.Len()
-	write("defaultHttpRetryPolicy: {attempts: 4}\ntrustDomain: example.com\naccessLogFile: /dev/stdout\n")
+	write("defaultHttpRetryPolicy: {attempts: 4}\nenableTracing: false\naccessLogFile: /dev/stdout\n")
 	lines.Await(t, "the new config in force", from, func(l string) bool { return strings.Contains(l, "mesh config in force") })
 	if n := events.Load(); n != 2 {
 		t.Errorf("%d change events after a change of ignored fields, want still 2", n)
 	}
-	if st := w.Status(); !slices.Equal(st.Ignored, []string{"accessLogFile", "trustDomain"}) {
-		t.Errorf("ignored %q, want accessLogFile and trustDomain", st.Ignored)
+	if st := w.Status(); !slices.Equal(st.Ignored, []string{"accessLogFile", "enableTracing"}) {
+		t.Errorf("ignored %q, want accessLogFile and enableTracing", st.Ignored)
 	}
 }
 
@@ -144,5 +166,72 @@ func TestFromFileRefusesABadFile(t *testing.T) {
 	_, err := meshconfig.FromFile(path, nil)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "defaultHttpRetryPolicy.attempts") {
 		t.Fatalf("error %v, want one naming the file and the field", err)
+	}
+}
+
+// TestFileReloadReportsChangedParts edits the file field by field: each
+// change is reported as the keys of the parts of the settings it changed,
+// and only those, so that a push regenerates only what reads them.
+func TestFileReloadReportsChangedParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mesh.yaml")
+	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines := testutil.NewLines()
+	w, err := meshconfig.FromFile(path, newLogger(lines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := w.Mesh().TrustDomain; td != model.DefaultTrustDomain {
+		t.Fatalf("trust domain %q by default, want %q", td, model.DefaultTrustDomain)
+	}
+	events := followed(t, w)
+	for _, step := range []struct {
+		desc, content string
+		want          []model.ConfigKey
+		check         func(*model.MeshSettings) bool
+	}{
+		{
+			desc: "trust domain", content: "trustDomain: example.org\n",
+			want:  []model.ConfigKey{model.MeshTrustDomainKey},
+			check: func(m *model.MeshSettings) bool { return m.TrustDomain == "example.org" },
+		},
+		{
+			desc: "an alias", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\n",
+			want: []model.ConfigKey{model.MeshTrustDomainKey},
+			check: func(m *model.MeshSettings) bool {
+				return slices.Equal(m.TrustDomainAliases, []string{"old.example.org"})
+			},
+		},
+		{
+			desc: "the retry policy", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\n",
+			want:  []model.ConfigKey{model.MeshRetryKey},
+			check: func(m *model.MeshSettings) bool { return m.DefaultHTTPRetry != nil },
+		},
+		{
+			desc: "an ignored field", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\nenableTracing: true\n",
+		},
+		{
+			desc: "back to the defaults: both parts", content: "",
+			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey},
+			check: func(m *model.MeshSettings) bool {
+				return m.TrustDomain == model.DefaultTrustDomain && m.DefaultHTTPRetry == nil
+			},
+		},
+	} {
+		from, n := lines.Len(), events.Load()
+		if err := os.WriteFile(path, []byte(step.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The log line comes before the events: with none expected, it
+		// says the change was seen; else wait for the events.
+		lines.Await(t, step.desc+" in force", from, func(l string) bool { return strings.Contains(l, "mesh config in force") })
+		poll(t, step.desc+" reported", func() bool { return events.Load() >= n+len(step.want) })
+		if got := events.Since(n); !slices.Equal(got, step.want) {
+			t.Errorf("%s: events of %v, want %v", step.desc, got, step.want)
+		}
+		if step.check != nil && !step.check(w.Mesh()) {
+			t.Errorf("%s: settings %+v", step.desc, w.Mesh())
+		}
 	}
 }

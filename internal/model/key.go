@@ -34,8 +34,8 @@ const (
 	// gRPC server's address) depends on it: a service that does not exist
 	// yet has no key of its own to depend on.
 	KindNamespace
-	// KindMeshConfig is the mesh-wide settings (MeshSettings); there is
-	// one, named "".
+	// KindMeshConfig is a part of the mesh-wide settings (MeshSettings),
+	// named by the MeshConfig field it holds (MeshRetryKey, ...).
 	KindMeshConfig
 	// KindDestinationRule is the set of rules (DestinationRules) for a
 	// host, named by the host's FQDN.

@@ -1,15 +1,35 @@
 package model
 
-import "time"
+import (
+	"reflect"
+	"time"
+)
+
+// DefaultTrustDomain is Istio's trust domain when MeshConfig sets none.
+const DefaultTrustDomain = "cluster.local"
 
 // MeshSettings are the mesh-wide settings generators read (Istio's
-// MeshConfig, the fields meshpilot honours). The zero value is Istio's
-// default mesh. A MeshSettings is never changed once published: a change
-// is a new one.
+// MeshConfig, the fields meshpilot honours). DefaultMeshSettings is
+// Istio's default mesh. A MeshSettings is never changed once published: a
+// change is a new one.
 type MeshSettings struct {
 	// DefaultHTTPRetry is the retry policy of a route without one of its
 	// own; nil means Istio's default policy, Attempts 0 no retries.
 	DefaultHTTPRetry *HTTPRetry
+	// TrustDomain is the mesh's SPIFFE trust domain
+	// (spiffe://<trust domain>/ns/<namespace>/sa/<service account>);
+	// never empty once published (DefaultTrustDomain).
+	TrustDomain string
+	// TrustDomainAliases are other trust domains whose identities are
+	// accepted as this one's (Istio's trust domain migration): a peer's
+	// expected identities are its identity in TrustDomain and in each
+	// alias, in this order.
+	TrustDomainAliases []string
+}
+
+// DefaultMeshSettings returns Istio's default mesh.
+func DefaultMeshSettings() *MeshSettings {
+	return &MeshSettings{TrustDomain: DefaultTrustDomain}
 }
 
 // HTTPRetry is a retry policy as Istio's HTTPRetry states it.
@@ -30,12 +50,42 @@ type HTTPRetry struct {
 }
 
 // MeshWatcher publishes the mesh settings in force. Mesh must be cheap
-// and safe for concurrent use; a change is reported as an event of kind
-// ConfigChanged with MeshConfigKey.
+// and safe for concurrent use; a change is reported as one event of kind
+// ConfigChanged per key of MeshKeys whose part changed.
 type MeshWatcher interface {
 	Mesh() *MeshSettings
 }
 
-// MeshConfigKey is the key of the mesh-wide settings: what reads them
-// (every route, for its default retry policy) depends on it.
-var MeshConfigKey = ConfigKey{Kind: KindMeshConfig}
+// The mesh settings are split into parts by what reads them, each with a
+// key of kind KindMeshConfig, so that a change regenerates only what
+// reads the part that changed.
+var (
+	// MeshRetryKey is DefaultHTTPRetry: routes read it.
+	MeshRetryKey = ConfigKey{Kind: KindMeshConfig, Name: "defaultHttpRetryPolicy"}
+	// MeshTrustDomainKey is TrustDomain and TrustDomainAliases: clusters
+	// read them (the identities a TLS peer must present).
+	MeshTrustDomainKey = ConfigKey{Kind: KindMeshConfig, Name: "trustDomain"}
+)
+
+// meshParts says which fields of MeshSettings make up each part.
+var meshParts = []struct {
+	key   ConfigKey
+	equal func(a, b *MeshSettings) bool
+}{
+	{MeshRetryKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.DefaultHTTPRetry, b.DefaultHTTPRetry) }},
+	{MeshTrustDomainKey, func(a, b *MeshSettings) bool {
+		return a.TrustDomain == b.TrustDomain && reflect.DeepEqual(a.TrustDomainAliases, b.TrustDomainAliases)
+	}},
+}
+
+// MeshKeys returns the keys of the parts of the settings that differ
+// between a and b, in a fixed order; none when they are equal.
+func MeshKeys(a, b *MeshSettings) []ConfigKey {
+	var out []ConfigKey
+	for _, p := range meshParts {
+		if !p.equal(a, b) {
+			out = append(out, p.key)
+		}
+	}
+	return out
+}

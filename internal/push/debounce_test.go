@@ -91,7 +91,7 @@ func TestRequestKeys(t *testing.T) {
 	r.Add(model.Event{Kind: model.ServiceChanged, Hostname: "a.ns1", Namespace: "ns1"}, time.Unix(1, 0))
 	r.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "b.ns2", Namespace: "ns2"}, time.Unix(1, 0))
 	o.Add(model.Event{Kind: model.ServiceDeleted, Hostname: "c.ns3", Namespace: "ns3"}, time.Unix(1, 0))
-	m.Add(model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey}, time.Unix(1, 0))
+	m.Add(model.Event{Kind: model.ConfigChanged, Config: model.MeshRetryKey}, time.Unix(1, 0))
 	if m.IsEmpty() {
 		t.Error("a request of a configuration change is empty")
 	}
@@ -99,11 +99,11 @@ func TestRequestKeys(t *testing.T) {
 	r.Merge(m)
 	c := r.Clone()
 	delete(r.Namespaces, "ns1")
-	delete(r.Configs, model.MeshConfigKey)
+	delete(r.Configs, model.MeshRetryKey)
 	var got []string
 	c.Keys(func(k model.ConfigKey) { got = append(got, k.String()) })
 	slices.Sort(got)
-	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "MeshConfig/", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3"}
+	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "MeshConfig/defaultHttpRetryPolicy", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("keys %v, want %v", got, want)
 	}

@@ -28,7 +28,7 @@ type Request struct {
 	// set of services changed (model.KindNamespace).
 	Namespaces map[string]struct{}
 	// Configs are the configuration keys that changed other than a
-	// service's (model.MeshConfigKey, say).
+	// service's (model.MeshRetryKey, say).
 	Configs map[model.ConfigKey]struct{}
 	// Start is when the earliest change merged into this request reached
 	// meshpilot: the event's Observed time when the registry knows it,

@@ -67,7 +67,8 @@ type Options struct {
 	// requires and verifies client certificates (mTLS).
 	XDSCert, XDSKey, XDSClientCA string
 	// Mesh follows the mesh-wide settings (MeshConfig); Istio's defaults
-	// when nil. Run runs it; a change is pushed as model.MeshConfigKey.
+	// when nil. Run runs it; a change is pushed as the keys of the parts
+	// that changed (model.MeshKeys).
 	Mesh *meshconfig.Watcher
 	// Policies, when set, holds the DestinationRules generators apply; a
 	// change is pushed as the model.DestinationRuleKey of its host.

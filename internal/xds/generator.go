@@ -117,7 +117,8 @@ type GeneratorOptions struct {
 	// empty.
 	DomainSuffix string
 	// Mesh publishes the mesh-wide settings; nil means Istio's defaults.
-	// What reads them depends on model.MeshConfigKey.
+	// What reads them depends on the key of the part it reads
+	// (model.MeshRetryKey, ...).
 	Mesh model.MeshWatcher
 	// Policies answers which DestinationRule a client's traffic to a
 	// host follows; nil: none does. What reads it depends on the host's
@@ -125,7 +126,7 @@ type GeneratorOptions struct {
 	Policies model.PolicyIndex
 }
 
-var defaultMesh = &model.MeshSettings{}
+var defaultMesh = model.DefaultMeshSettings()
 
 func (o GeneratorOptions) mesh() *model.MeshSettings {
 	if o.Mesh == nil {

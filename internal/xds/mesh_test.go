@@ -28,7 +28,7 @@ func (m *testMesh) Mesh() *model.MeshSettings { return m.p.Load() }
 
 func withMesh(m *testMesh) serverOpt { return func(o *Options) { o.Mesh = m } }
 
-var meshChanged = model.Event{Kind: model.ConfigChanged, Config: model.MeshConfigKey}
+var meshChanged = model.Event{Kind: model.ConfigChanged, Config: model.MeshRetryKey}
 
 func TestRetryPolicy(t *testing.T) {
 	no := false
@@ -91,7 +91,7 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 	// Both clients wait, each under the keys of what it holds.
 	reviewsHost := model.Hostname("reviews.default.svc.cluster.local")
 	deadline := time.Now().Add(wait)
-	for !(waiting(ts.Server, model.MeshConfigKey) == 1 && waiting(ts.Server, model.EndpointsKey(reviewsHost)) == 1) {
+	for !(waiting(ts.Server, model.MeshRetryKey) == 1 && waiting(ts.Server, model.EndpointsKey(reviewsHost)) == 1) {
 		if time.Now().After(deadline) {
 			t.Fatal("the clients' watches never waited")
 		}

@@ -29,7 +29,7 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 	if svc == nil {
 		return Result{Deps: deps}
 	}
-	deps = append(deps, model.MeshConfigKey)
+	deps = append(deps, model.MeshRetryKey)
 	return Result{Deps: deps, Resource: &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{
@@ -56,7 +56,7 @@ func servicePort(d model.ServiceDiscovery, name string, kind model.KeyKind) (*mo
 	if !ok {
 		return nil, 0, nil
 	}
-	// Room for one more key (the route's model.MeshConfigKey) in the
+	// Room for one more key (the route's model.MeshRetryKey) in the
 	// same allocation.
 	deps := append(make([]model.ConfigKey, 0, 2), model.ConfigKey{Kind: kind, Name: string(host)})
 	svc := d.GetService(host)

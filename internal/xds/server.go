@@ -27,7 +27,8 @@ type Options struct {
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
 	// Mesh, when set, publishes the mesh-wide settings; a change of them
-	// is pushed as model.MeshConfigKey. Nil means Istio's defaults.
+	// is pushed as the keys of the parts that changed (model.MeshKeys).
+	// Nil means Istio's defaults.
 	Mesh model.MeshWatcher
 	// Policies answers which DestinationRule applies to a client's
 	// traffic; nil: none. A change is pushed as model.DestinationRuleKey.
