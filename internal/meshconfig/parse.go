@@ -95,24 +95,9 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 		return nil, err
 	}
 	if p := mesh.GetDefaultHttpRetryPolicy(); p != nil {
-		r := &model.HTTPRetry{Attempts: p.GetAttempts(), RetryOn: p.GetRetryOn()}
-		// Istio's validation (validateHTTPRetry) refuses the same.
-		if r.Attempts < 0 {
-			return nil, fmt.Errorf("defaultHttpRetryPolicy.attempts: %d is negative", r.Attempts)
-		}
-		if d := p.GetPerTryTimeout(); d != nil {
-			if r.PerTryTimeout = d.AsDuration(); r.PerTryTimeout <= 0 {
-				return nil, fmt.Errorf("defaultHttpRetryPolicy.perTryTimeout: %s is not positive", r.PerTryTimeout)
-			}
-		}
-		if d := p.GetBackoff(); d != nil {
-			if r.Backoff = d.AsDuration(); r.Backoff <= 0 {
-				return nil, fmt.Errorf("defaultHttpRetryPolicy.backoff: %s is not positive", r.Backoff)
-			}
-		}
-		if b := p.GetRetryIgnorePreviousHosts(); b != nil {
-			v := b.GetValue()
-			r.RetryIgnorePreviousHosts = &v
+		r, err := ConvertHTTPRetry(p)
+		if err != nil {
+			return nil, fmt.Errorf("defaultHttpRetryPolicy.%w", err)
 		}
 		out.DefaultHTTPRetry = r
 	}

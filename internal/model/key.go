@@ -40,6 +40,9 @@ const (
 	// KindDestinationRule is the set of rules (DestinationRules) for a
 	// host, named by the host's FQDN.
 	KindDestinationRule
+	// KindVirtualService is the set of VirtualServices that route a host,
+	// named by the host's FQDN.
+	KindVirtualService
 )
 
 func (k KeyKind) String() string {
@@ -54,6 +57,8 @@ func (k KeyKind) String() string {
 		return "MeshConfig"
 	case KindDestinationRule:
 		return "DestinationRule"
+	case KindVirtualService:
+		return "VirtualService"
 	}
 	return "Unknown"
 }

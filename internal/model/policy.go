@@ -23,20 +23,7 @@ type DestinationRule struct {
 
 // VisibleTo reports whether clients of namespace ns see the rule.
 func (r *DestinationRule) VisibleTo(ns string) bool {
-	if len(r.ExportTo) == 0 {
-		return true
-	}
-	for _, e := range r.ExportTo {
-		switch e {
-		case "*", ns:
-			return true
-		case ".":
-			if ns == r.Namespace {
-				return true
-			}
-		}
-	}
-	return false
+	return visibleTo(r.ExportTo, r.Namespace, ns)
 }
 
 // exportedToAll reports whether every client sees the rule.

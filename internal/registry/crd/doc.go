@@ -37,6 +37,16 @@
 // A rule that cannot be converted (a wildcard host, not served yet) is
 // refused: its status (PolicyOptions.Status) says why, and its last good
 // version stays in force.
+//
+// VirtualServices reach xDS through Routes (model.RouteIndex): each
+// converted for the mesh gateway (ConvertVirtualService: http routes with
+// their matches, weighted destinations, timeout, retries and fault),
+// refused when it cannot work (weights not adding up to 100, a subset no
+// DestinationRule defines, a regular expression that is not RE2, a host
+// claimed by an earlier VirtualService of the namespace), kept from gRPC
+// clients whole when they could not honour a route, and reported through
+// a configstatus.Reporter. A change is a model.ConfigChanged event with
+// the VirtualServiceKey of the hosts it touched.
 // The other kinds reach nothing yet. The registry is not a source of the
 // aggregate registry, and its HasSynced is not part of readiness: rules
 // that arrive later are pushed like any change.

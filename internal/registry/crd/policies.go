@@ -36,8 +36,7 @@ type Policies struct {
 	reg  Store
 	opts PolicyOptions
 
-	handlersMu sync.Mutex // guards handlers
-	handlers   []model.EventHandler
+	handlers modelHandlers
 
 	mu sync.RWMutex // guards rules and byHost
 	// rules holds each object's converted rule, by namespace/name.
@@ -59,15 +58,9 @@ func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 	return p
 }
 
-// AppendEventHandler adds a handler of the policy events. It may be
-// called while the registry runs (the server is built after the rules
-// are being watched); a handler misses the events before it was added,
-// which is harmless to a reader that has served nothing yet.
-func (p *Policies) AppendEventHandler(h model.EventHandler) {
-	p.handlersMu.Lock()
-	p.handlers = append(p.handlers, h)
-	p.handlersMu.Unlock()
-}
+// AppendEventHandler adds a handler of the policy events; it may be
+// called while the registry runs (see modelHandlers).
+func (p *Policies) AppendEventHandler(h model.EventHandler) { p.handlers.add(h) }
 
 func (p *Policies) onEvent(ev Event) {
 	if ev.Kind != DestinationRule {
@@ -85,14 +78,8 @@ func (p *Policies) onEvent(ev Event) {
 	} else {
 		p.opts.Status.Delete(ref)
 	}
-	hosts := p.set(ev.Namespace+"/"+ev.Name, now)
-	p.handlersMu.Lock()
-	handlers := p.handlers
-	p.handlersMu.Unlock()
-	for _, h := range hosts {
-		for _, handle := range handlers {
-			handle(model.Event{Kind: model.ConfigChanged, Config: model.DestinationRuleKey(h)})
-		}
+	for _, h := range p.set(ev.Namespace+"/"+ev.Name, now) {
+		p.handlers.configChanged(model.DestinationRuleKey(h))
 	}
 }
 
@@ -140,6 +127,20 @@ func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, cli
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.opts.RootNamespace)
+}
+
+// SubsetDefined reports whether a rule for host, of any namespace,
+// defines subset: a VirtualService naming a subset no rule defines is
+// refused.
+func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, r := range p.byHost[host] {
+		if r.Subset(subset) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 var _ model.PolicyIndex = (*Policies)(nil)

@@ -1,0 +1,280 @@
+package model
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// VirtualService is what a VirtualService (Istio's) says about the HTTP
+// and gRPC traffic of the mesh to its hosts, in the terms the route
+// generator uses: an ordered list of routes, the first that matches a
+// request deciding where it goes. Only the mesh gateway's view is kept
+// (routes of sidecars and proxyless clients), not ingress gateways'. A
+// VirtualService is never changed once published.
+type VirtualService struct {
+	// Namespace and Name identify the object it came from.
+	Namespace, Name string
+	// Hosts are the FQDNs whose traffic it routes.
+	Hosts []Hostname
+	HTTP  []HTTPRoute
+	// ExportTo lists the namespaces whose clients follow it, as Istio
+	// writes them ("*", ".", "~", names); empty means every namespace.
+	ExportTo []string
+	// Created orders VirtualServices of equal standing for one host, as
+	// Istio orders them (oldest first); zero when unknown (a file).
+	Created time.Time
+	// NotForGRPC, when set, says why proxyless gRPC clients do not follow
+	// it: some route uses what grpc-go cannot honour (a redirect, a query
+	// match...). Such clients get the host's plain default route rather
+	// than a route that does something else than written.
+	NotForGRPC string
+}
+
+// HTTPRoute is one http route: the requests it matches and what happens
+// to them.
+type HTTPRoute struct {
+	Name string
+	// Match: the route applies to a request any of these matches; none
+	// matches every request.
+	Match []HTTPMatch
+	// Route are the weighted destinations; empty when the route answers
+	// by itself (Redirect or DirectResponse, Envoy only).
+	Route []RouteDestination
+	// Timeout bounds a request; 0: none (Istio's default).
+	Timeout time.Duration
+	// Retries is the route's retry policy; nil: the mesh default, and
+	// Attempts 0: no retries.
+	Retries *HTTPRetry
+	Fault   *HTTPFault
+	// Redirect and DirectResponse answer the request without a
+	// destination (Envoy only: the VirtualService is NotForGRPC).
+	Redirect       *HTTPRedirect
+	DirectResponse *HTTPDirectResponse
+}
+
+// HTTPMatch is one set of conditions, all of which a request meets.
+type HTTPMatch struct {
+	// URI matches the path (a gRPC method's is "/pkg.Service/Method");
+	// nil matches every path.
+	URI *StringMatch
+	// IgnoreURICase matches the URI without regard to case.
+	IgnoreURICase bool
+	// Headers all match; Invert ones must not (withoutHeaders).
+	Headers []HeaderMatch
+	// QueryParams all match (Envoy only).
+	QueryParams []HeaderMatch
+	// Port, when not 0, restricts the match to the route of that port.
+	Port int32
+}
+
+// MatchKind says how a StringMatch compares.
+type MatchKind uint8
+
+const (
+	MatchExact MatchKind = iota + 1
+	MatchPrefix
+	// MatchRegex: the whole value matches an RE2 expression.
+	MatchRegex
+	// MatchPresent: the header is there, with any value.
+	MatchPresent
+)
+
+// StringMatch is a condition on a string.
+type StringMatch struct {
+	Kind  MatchKind
+	Value string
+}
+
+// HeaderMatch is a condition on one header (or query parameter).
+type HeaderMatch struct {
+	Name string
+	StringMatch
+	// Invert: the request must not meet the condition.
+	Invert bool
+}
+
+// RouteDestination is one destination of a route.
+type RouteDestination struct {
+	Host   Hostname
+	Subset string
+	// Port is the destination's port; 0: the only port of the host's
+	// service, else the port of the route (Istio's choice).
+	Port int32
+	// Weight is the destination's share of requests in percent; one
+	// destination alone has 100.
+	Weight int32
+}
+
+// HTTPFault injects delays and errors.
+type HTTPFault struct {
+	Delay *FaultDelay
+	Abort *FaultAbort
+}
+
+// FaultDelay delays a share of requests by a fixed time.
+type FaultDelay struct {
+	Fixed time.Duration
+	// Percent of requests delayed (0 to 100).
+	Percent float64
+}
+
+// FaultAbort ends a share of requests with an error.
+type FaultAbort struct {
+	// GRPC: Code is a gRPC status code; otherwise an HTTP status.
+	GRPC bool
+	Code uint32
+	// Percent of requests aborted (0 to 100).
+	Percent float64
+}
+
+// HTTPRedirect answers with a redirect (Envoy only).
+type HTTPRedirect struct {
+	URI, Authority string
+	// Code is the HTTP status; 0: 301.
+	Code uint32
+}
+
+// HTTPDirectResponse answers with a fixed status and body (Envoy only).
+type HTTPDirectResponse struct {
+	Status uint32
+	Body   string
+}
+
+// VisibleTo reports whether clients of namespace ns follow the
+// VirtualService.
+func (vs *VirtualService) VisibleTo(ns string) bool {
+	return visibleTo(vs.ExportTo, vs.Namespace, ns)
+}
+
+// visibleTo applies an exportTo list ("*", ".", names; empty: all).
+func visibleTo(exportTo []string, own, ns string) bool {
+	if len(exportTo) == 0 {
+		return true
+	}
+	for _, e := range exportTo {
+		switch e {
+		case "*", ns:
+			return true
+		case ".":
+			if ns == own {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (vs *VirtualService) public() bool {
+	return len(vs.ExportTo) == 0 || slices.Contains(vs.ExportTo, "*")
+}
+
+// RouteIndex answers which VirtualService routes the traffic of a client
+// to a host. It is safe for concurrent use; what it returns is immutable.
+// A change to the VirtualServices of a host is reported as an event of
+// kind ConfigChanged with VirtualServiceKey(host).
+type RouteIndex interface {
+	// VirtualServiceFor returns the VirtualService for traffic from a
+	// client in clientNamespace to host, or nil. byClient reports whether
+	// the answer depends on clientNamespace.
+	VirtualServiceFor(host Hostname, clientNamespace string) (vs *VirtualService, byClient bool)
+}
+
+// VirtualServiceKey is the key of the VirtualServices that route a host:
+// what reads them depends on it.
+func VirtualServiceKey(h Hostname) ConfigKey {
+	return ConfigKey{Kind: KindVirtualService, Name: string(h)}
+}
+
+// HostVirtualServices are the VirtualServices naming one host, at most
+// one per namespace.
+type HostVirtualServices []*VirtualService
+
+// Choose picks the VirtualService a client follows as Istio does when
+// several name one host (PushContext.VirtualServicesForGateway, then the
+// first to claim the host wins): first one of the client's namespace
+// exported only to chosen namespaces ("."), then one of another
+// namespace exported to the client's by name, then one exported to all;
+// within each group the oldest, then by name and namespace. byClient is
+// false when every client gets the same answer: all are exported to all.
+func (h HostVirtualServices) Choose(clientNS string) (vs *VirtualService, byClient bool) {
+	best, bestRank := (*VirtualService)(nil), 3
+	for _, v := range h {
+		if !v.public() {
+			byClient = true
+		}
+		if !v.VisibleTo(clientNS) {
+			continue
+		}
+		rank := 2
+		switch {
+		case v.public():
+		case v.Namespace == clientNS:
+			rank = 0
+		default:
+			rank = 1
+		}
+		if best == nil || rank < bestRank || rank == bestRank && older(v, best) {
+			best, bestRank = v, rank
+		}
+	}
+	return best, byClient
+}
+
+func older(a, b *VirtualService) bool {
+	return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Namespace, b.Namespace)) < 0
+}
+
+// Add records a VirtualService for its host unless its namespace already
+// has one that comes first by name, and returns the one that lost (nil
+// when none did): two VirtualServices of one namespace may not claim one
+// host.
+func (h *HostVirtualServices) Add(vs *VirtualService) (lost *VirtualService) {
+	for i, cur := range *h {
+		if cur.Namespace != vs.Namespace {
+			continue
+		}
+		if vs.Name < cur.Name {
+			(*h)[i] = vs
+			return cur
+		}
+		return vs
+	}
+	*h = append(*h, vs)
+	return nil
+}
+
+// In returns the VirtualService of namespace ns, or nil.
+func (h HostVirtualServices) In(ns string) *VirtualService {
+	for _, vs := range h {
+		if vs.Namespace == ns {
+			return vs
+		}
+	}
+	return nil
+}
+
+// StaticRoutes is a RouteIndex over a fixed set of VirtualServices
+// (tests; a source that rebuilds its index on each change).
+type StaticRoutes struct {
+	byHost map[Hostname]HostVirtualServices
+}
+
+// NewStaticRoutes indexes VirtualServices by host; of two of one
+// namespace for one host, the first by name wins.
+func NewStaticRoutes(vss []*VirtualService) *StaticRoutes {
+	r := &StaticRoutes{byHost: map[Hostname]HostVirtualServices{}}
+	for _, vs := range vss {
+		for _, h := range vs.Hosts {
+			hv := r.byHost[h]
+			hv.Add(vs)
+			r.byHost[h] = hv
+		}
+	}
+	return r
+}
+
+// VirtualServiceFor implements RouteIndex.
+func (r *StaticRoutes) VirtualServiceFor(host Hostname, clientNamespace string) (*VirtualService, bool) {
+	return r.byHost[host].Choose(clientNamespace)
+}

@@ -1,0 +1,418 @@
+package crd
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	apinetworking "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// ConvertOptions shape ConvertVirtualService.
+type ConvertOptions struct {
+	// DomainSuffix resolves short hosts; "cluster.local" when empty.
+	DomainSuffix string
+	// SubsetDefined reports whether a DestinationRule defines a subset
+	// of a host; nil takes every subset as defined.
+	SubsetDefined func(host model.Hostname, subset string) bool
+}
+
+// meshGateway is the gateway name of sidecars and proxyless clients.
+const meshGateway = "mesh"
+
+// Why a field is not applied, as reported.
+const (
+	whyGatewayOnly = "meshpilot serves the mesh gateway (sidecars and proxyless clients) only"
+	whyNotForGRPC  = "grpc-go cannot honour it: the VirtualService does not apply to gRPC clients, which get the host's default route"
+	whyNotEnvoy    = "not implemented for Envoy yet"
+	whyNoHeaderOps = "grpc-go does not change request or response headers"
+	whyNoPerTry    = "grpc-go has no per-attempt timeout"
+)
+
+// grpcCodes are the gRPC status names an abort may give, as Istio
+// accepts them (SupportedGRPCStatus), with their codes.
+var grpcCodes = map[string]uint32{
+	"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+	"NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8,
+	"FAILED_PRECONDITION": 9, "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12,
+	"INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
+}
+
+// ConvertVirtualService turns a VirtualService into the model's view of
+// its mesh routes and says what became of it. It returns nil when the
+// object is refused (Status.Refused: the first problem found) or routes
+// nothing for the mesh (other gateways only, wildcard hosts only).
+//
+// Refused: weights of a route that do not add up to 100, a destination
+// naming a subset no DestinationRule defines, a regular expression that
+// is not RE2, an unknown gRPC status, a route with nowhere to go.
+// Fields a gRPC client cannot honour (query, method, authority, scheme,
+// source or withoutHeaders matches, redirect, directResponse, rewrite,
+// mirror, CORS) keep the whole VirtualService from gRPC clients
+// (NotForGRPC), each reported; fields grpc-go merely ignores (header
+// changes, perTryTimeout) are reported and sent. Envoy gets what is
+// implemented; the rest is reported.
+func ConvertVirtualService(vs *networkingv1.VirtualService, o ConvertOptions) (*model.VirtualService, configstatus.Status) {
+	c := &vsConverter{opts: o, ns: vs.Namespace}
+	out := c.convert(vs)
+	if c.status.Refused != nil {
+		return nil, c.status
+	}
+	return out, c.status
+}
+
+type vsConverter struct {
+	opts   ConvertOptions
+	ns     string
+	status configstatus.Status
+	// notForGRPC collects the paths that keep the VirtualService from
+	// gRPC clients.
+	notForGRPC []string
+}
+
+func (c *vsConverter) refuse(path, why string) {
+	if c.status.Refused == nil {
+		c.status.Refused = &configstatus.Field{Path: path, Why: why}
+	}
+}
+
+func (c *vsConverter) ignoreGRPC(path, why string) {
+	c.status.IgnoredGRPC = append(c.status.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
+}
+
+func (c *vsConverter) ignoreEnvoy(path, why string) {
+	c.status.IgnoredEnvoy = append(c.status.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
+}
+
+func (c *vsConverter) ignoreBoth(path, why string) {
+	c.ignoreGRPC(path, why)
+	c.ignoreEnvoy(path, why)
+}
+
+// grpcCannot marks a field gRPC clients cannot honour.
+func (c *vsConverter) grpcCannot(path string) {
+	c.notForGRPC = append(c.notForGRPC, path)
+	c.ignoreGRPC(path, whyNotForGRPC)
+}
+
+func (c *vsConverter) convert(vs *networkingv1.VirtualService) *model.VirtualService {
+	spec := &vs.Spec
+	if gws := spec.GetGateways(); len(gws) > 0 {
+		mesh := false
+		for i, gw := range gws {
+			if gw == meshGateway {
+				mesh = true
+				continue
+			}
+			c.ignoreBoth(fmt.Sprintf("spec.gateways[%d]", i), whyGatewayOnly)
+		}
+		if !mesh {
+			return nil
+		}
+	}
+	out := &model.VirtualService{
+		Namespace: vs.Namespace,
+		Name:      vs.Name,
+		ExportTo:  spec.GetExportTo(),
+		Created:   vs.CreationTimestamp.Time,
+	}
+	for i, h := range spec.GetHosts() {
+		host, ok := ruleHost(h, vs.Namespace, c.opts.DomainSuffix)
+		if !ok {
+			c.ignoreBoth(fmt.Sprintf("spec.hosts[%d]", i), "wildcard hosts are not served yet")
+			continue
+		}
+		if !slices.Contains(out.Hosts, host) {
+			out.Hosts = append(out.Hosts, host)
+		}
+	}
+	if len(spec.GetTls()) > 0 {
+		c.ignoreBoth("spec.tls", "meshpilot routes HTTP and gRPC only")
+	}
+	if len(spec.GetTcp()) > 0 {
+		c.ignoreBoth("spec.tcp", "meshpilot routes HTTP and gRPC only")
+	}
+	for i, r := range spec.GetHttp() {
+		if route, ok := c.route(fmt.Sprintf("spec.http[%d]", i), r); ok {
+			out.HTTP = append(out.HTTP, route)
+		}
+	}
+	if len(c.notForGRPC) > 0 {
+		out.NotForGRPC = strings.Join(c.notForGRPC, ", ") + ": not honoured by grpc-go"
+	}
+	if len(out.Hosts) == 0 {
+		return nil
+	}
+	return out
+}
+
+// route converts one http route; false when it does not apply to the
+// mesh (every match is for other gateways) or is a delegate.
+func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTPRoute, bool) {
+	out := model.HTTPRoute{Name: r.GetName()}
+	if r.GetDelegate() != nil {
+		c.ignoreBoth(path+".delegate", "delegation is not supported: the route is left out")
+		return out, false
+	}
+	matches := r.GetMatch()
+	for j, m := range matches {
+		if mm, ok := c.match(fmt.Sprintf("%s.match[%d]", path, j), m); ok {
+			out.Match = append(out.Match, mm)
+		}
+	}
+	if len(matches) > 0 && len(out.Match) == 0 {
+		return out, false
+	}
+	c.destinations(path, r, &out)
+	if d := r.GetTimeout(); d != nil {
+		out.Timeout = d.AsDuration()
+		if out.Timeout < 0 {
+			c.refuse(path+".timeout", "a timeout is not negative")
+		}
+	}
+	if p := r.GetRetries(); p != nil {
+		retry, err := meshconfig.ConvertHTTPRetry(p)
+		if err != nil {
+			field, _, _ := strings.Cut(err.Error(), ":")
+			c.refuse(path+".retries."+field, err.Error())
+			retry = &model.HTTPRetry{}
+		}
+		out.Retries = retry
+		if p.GetPerTryTimeout() != nil && retry.Attempts > 0 {
+			c.ignoreGRPC(path+".retries.perTryTimeout", whyNoPerTry)
+		}
+		if p.GetRetryRemoteLocalities() != nil {
+			c.ignoreBoth(path+".retries.retryRemoteLocalities", "not implemented")
+		}
+	}
+	out.Fault = c.fault(path+".fault", r.GetFault())
+	c.answers(path, r, &out)
+	if r.GetHeaders() != nil {
+		c.ignoreGRPC(path+".headers", whyNoHeaderOps)
+		c.ignoreEnvoy(path+".headers", whyNotEnvoy)
+	}
+	if r.GetCorsPolicy() != nil {
+		c.grpcCannot(path + ".corsPolicy")
+		c.ignoreEnvoy(path+".corsPolicy", whyNotEnvoy)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"mirror", r.GetMirror() != nil},
+		{"mirrors", len(r.GetMirrors()) > 0},
+		{"mirrorPercentage", r.GetMirrorPercentage() != nil || r.GetMirrorPercent() != nil},
+	} {
+		if f.set {
+			c.grpcCannot(path + "." + f.name)
+			c.ignoreEnvoy(path+"."+f.name, whyNotEnvoy)
+		}
+	}
+	return out, true
+}
+
+// answers converts what answers a request without a destination, and a
+// rewrite: all for Envoy only.
+func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
+	if rd := r.GetRedirect(); rd != nil {
+		c.grpcCannot(path + ".redirect")
+		out.Redirect = &model.HTTPRedirect{URI: rd.GetUri(), Authority: rd.GetAuthority(), Code: rd.GetRedirectCode()}
+		if rd.GetRedirectPort() != nil || rd.GetScheme() != "" || rd.GetPrefixRewrite() != "" {
+			c.ignoreEnvoy(path+".redirect", "only uri, authority and redirectCode are implemented")
+		}
+	}
+	if dr := r.GetDirectResponse(); dr != nil {
+		c.grpcCannot(path + ".directResponse")
+		out.DirectResponse = &model.HTTPDirectResponse{Status: dr.GetStatus(), Body: dr.GetBody().GetString_()}
+		if len(dr.GetBody().GetBytes()) > 0 {
+			out.DirectResponse.Body = string(dr.GetBody().GetBytes())
+		}
+	}
+	if rw := r.GetRewrite(); rw != nil {
+		c.grpcCannot(path + ".rewrite")
+		c.ignoreEnvoy(path+".rewrite", whyNotEnvoy)
+	}
+	if len(out.Route) == 0 && out.Redirect == nil && out.DirectResponse == nil {
+		c.refuse(path+".route", "a route needs a destination, a redirect or a direct response")
+	}
+}
+
+// destinations converts a route's destinations and checks their weights
+// and subsets.
+func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
+	dests := r.GetRoute()
+	total := int32(0)
+	for k, d := range dests {
+		dp := fmt.Sprintf("%s.route[%d]", path, k)
+		host, ok := ruleHost(d.GetDestination().GetHost(), c.ns, c.opts.DomainSuffix)
+		if !ok {
+			c.refuse(dp+".destination.host", fmt.Sprintf("%q is not a service host", d.GetDestination().GetHost()))
+			continue
+		}
+		dst := model.RouteDestination{
+			Host:   host,
+			Subset: d.GetDestination().GetSubset(),
+			Port:   int32(d.GetDestination().GetPort().GetNumber()),
+			Weight: d.GetWeight(),
+		}
+		if dst.Weight < 0 {
+			c.refuse(dp+".weight", "a weight is not negative")
+		}
+		if dst.Subset != "" && c.opts.SubsetDefined != nil && !c.opts.SubsetDefined(host, dst.Subset) {
+			c.refuse(dp+".destination.subset", fmt.Sprintf("no DestinationRule for %s defines subset %q", host, dst.Subset))
+		}
+		if d.GetHeaders() != nil {
+			c.ignoreGRPC(dp+".headers", whyNoHeaderOps)
+			c.ignoreEnvoy(dp+".headers", whyNotEnvoy)
+		}
+		total += dst.Weight
+		out.Route = append(out.Route, dst)
+	}
+	switch {
+	case len(out.Route) == 1 && (total == 0 || total == 100):
+		out.Route[0].Weight = 100
+	case len(out.Route) > 0 && total != 100:
+		c.refuse(path+".route", fmt.Sprintf("the weights add up to %d, not 100", total))
+	}
+}
+
+// match converts one match; false when it is for other gateways than the
+// mesh, or (Envoy) never matches.
+func (c *vsConverter) match(path string, m *apinetworking.HTTPMatchRequest) (model.HTTPMatch, bool) {
+	out := model.HTTPMatch{IgnoreURICase: m.GetIgnoreUriCase(), Port: int32(m.GetPort())}
+	if gws := m.GetGateways(); len(gws) > 0 && !slices.Contains(gws, meshGateway) {
+		c.ignoreBoth(path+".gateways", whyGatewayOnly+": the match is left out")
+		return out, false
+	}
+	if u := m.GetUri(); u != nil {
+		sm, ok := c.stringMatch(path+".uri", u)
+		if ok && sm.Kind != model.MatchPresent {
+			out.URI = &sm
+		}
+	}
+	out.Headers = c.headers(path+".headers", m.GetHeaders(), false)
+	if wh := m.GetWithoutHeaders(); len(wh) > 0 {
+		c.grpcCannot(path + ".withoutHeaders")
+		out.Headers = append(out.Headers, c.headers(path+".withoutHeaders", wh, true)...)
+	}
+	for _, pseudo := range []struct {
+		field, header string
+		m             *apinetworking.StringMatch
+	}{
+		{"method", ":method", m.GetMethod()},
+		{"authority", ":authority", m.GetAuthority()},
+		{"scheme", ":scheme", m.GetScheme()},
+	} {
+		if pseudo.m == nil {
+			continue
+		}
+		c.grpcCannot(path + "." + pseudo.field)
+		if sm, ok := c.stringMatch(path+"."+pseudo.field, pseudo.m); ok {
+			out.Headers = append(out.Headers, model.HeaderMatch{Name: pseudo.header, StringMatch: sm})
+		}
+	}
+	if q := m.GetQueryParams(); len(q) > 0 {
+		c.grpcCannot(path + ".queryParams")
+		out.QueryParams = c.headers(path+".queryParams", q, false)
+	}
+	if len(m.GetSourceLabels()) > 0 || m.GetSourceNamespace() != "" {
+		c.grpcCannot(path + ".sourceLabels")
+		c.ignoreEnvoy(path, "matches on the client's labels or namespace are not implemented: the match is left out")
+		return out, false
+	}
+	return out, true
+}
+
+// headers converts a map of header (or query) matches, ordered by name.
+func (c *vsConverter) headers(path string, in map[string]*apinetworking.StringMatch, invert bool) []model.HeaderMatch {
+	var out []model.HeaderMatch
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range in {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		sm, ok := c.stringMatch(path+"."+name, in[name])
+		if !ok {
+			continue
+		}
+		out = append(out, model.HeaderMatch{Name: strings.ToLower(name), StringMatch: sm, Invert: invert})
+	}
+	return out
+}
+
+// stringMatch converts a StringMatch; an empty one (or the regex "*", as
+// Istio reads it) means present.
+func (c *vsConverter) stringMatch(path string, m *apinetworking.StringMatch) (model.StringMatch, bool) {
+	switch t := m.GetMatchType().(type) {
+	case *apinetworking.StringMatch_Exact:
+		return model.StringMatch{Kind: model.MatchExact, Value: t.Exact}, true
+	case *apinetworking.StringMatch_Prefix:
+		return model.StringMatch{Kind: model.MatchPrefix, Value: t.Prefix}, true
+	case *apinetworking.StringMatch_Regex:
+		if t.Regex == "*" {
+			return model.StringMatch{Kind: model.MatchPresent}, true
+		}
+		// Envoy and grpc-go both use RE2, whose syntax Go's regexp is.
+		if _, err := regexp.Compile(t.Regex); err != nil {
+			c.refuse(path+".regex", "not an RE2 regular expression: "+err.Error())
+			return model.StringMatch{}, false
+		}
+		return model.StringMatch{Kind: model.MatchRegex, Value: t.Regex}, true
+	}
+	return model.StringMatch{Kind: model.MatchPresent}, true
+}
+
+// fault converts fault injection as istiod does: a percentage left out
+// is none (Istio's documented default), exponential delays and HTTP/2
+// errors are not supported (istiod drops them too).
+func (c *vsConverter) fault(path string, f *apinetworking.HTTPFaultInjection) *model.HTTPFault {
+	if f == nil {
+		return nil
+	}
+	out := &model.HTTPFault{}
+	if d := f.GetDelay(); d != nil {
+		if fd := d.GetFixedDelay(); fd != nil {
+			out.Delay = &model.FaultDelay{Fixed: fd.AsDuration(), Percent: percent(d.GetPercentage(), d.GetPercent())}
+		} else {
+			c.ignoreBoth(path+".delay", "only fixedDelay is supported (as in istiod)")
+		}
+	}
+	if a := f.GetAbort(); a != nil {
+		switch t := a.GetErrorType().(type) {
+		case *apinetworking.HTTPFaultInjection_Abort_HttpStatus:
+			out.Abort = &model.FaultAbort{Code: uint32(t.HttpStatus), Percent: percent(a.GetPercentage(), 0)}
+			if t.HttpStatus < 200 || t.HttpStatus > 599 {
+				c.refuse(path+".abort.httpStatus", "an HTTP status is between 200 and 599")
+			}
+		case *apinetworking.HTTPFaultInjection_Abort_GrpcStatus:
+			code, ok := grpcCodes[t.GrpcStatus]
+			if !ok {
+				c.refuse(path+".abort.grpcStatus", fmt.Sprintf("%q is not a gRPC status name", t.GrpcStatus))
+			}
+			out.Abort = &model.FaultAbort{GRPC: true, Code: code, Percent: percent(a.GetPercentage(), 0)}
+		default:
+			c.ignoreBoth(path+".abort", "only httpStatus and grpcStatus are supported (as in istiod)")
+		}
+	}
+	if out.Delay == nil && out.Abort == nil {
+		return nil
+	}
+	return out
+}
+
+// percent reads a fault's share: percentage, else the deprecated integer
+// percent.
+func percent(p *apinetworking.Percent, deprecated int32) float64 {
+	if p != nil {
+		return p.GetValue()
+	}
+	return float64(deprecated)
+}
