@@ -15,6 +15,8 @@ import (
 type istioServing struct {
 	// policies is the DestinationRules as generators read them.
 	policies *crd.Policies
+	// routes is the VirtualServices as generators read them.
+	routes *crd.Routes
 }
 
 // istioConsumers builds every consumer of store's Istio objects, the same
@@ -23,8 +25,10 @@ type istioServing struct {
 func istioConsumers(store crd.Store, f serveFlags) istioServing {
 	// Istio's root namespace, whose rules apply mesh-wide, is its system
 	// namespace by default: meshpilot's is --system-namespace.
+	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace})
 	return istioServing{
-		policies: crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace}),
+		policies: policies,
+		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies}),
 	}
 }
 

@@ -22,8 +22,8 @@ type RouteOptions struct {
 	// a change to them checks the VirtualServices naming their hosts
 	// again. Nil: every subset is taken as defined.
 	Policies *Policies
-	// Reporter records what became of each VirtualService; may be nil.
-	Reporter *configstatus.Reporter
+	// Status, when set, records what became of every VirtualService.
+	Status *configstatus.Reporter
 }
 
 // Routes is the VirtualServices of a Store as generators read them
@@ -118,7 +118,7 @@ func (r *Routes) update(namespace, name string) {
 		r.report(k)
 	}
 	if obj == nil {
-		r.opts.Reporter.Delete(ref)
+		r.opts.Status.Delete(ref)
 	}
 	for _, h := range hosts {
 		r.handlers.configChanged(model.VirtualServiceKey(h))
@@ -231,7 +231,7 @@ func (r *Routes) report(key string) {
 		return
 	}
 	ns, name := splitKey(key)
-	r.opts.Reporter.Set(configstatus.Ref{Kind: "VirtualService", Namespace: ns, Name: name}, status)
+	r.opts.Status.Set(configstatus.Ref{Kind: "VirtualService", Namespace: ns, Name: name}, status)
 }
 
 // subsetHosts lists the hosts of whose subsets obj names one.

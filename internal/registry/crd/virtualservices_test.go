@@ -73,7 +73,7 @@ func TestRoutesFollowTheStore(t *testing.T) {
 	store := newMemStore()
 	reporter := configstatus.NewReporter()
 	policies := NewPolicies(store, PolicyOptions{})
-	routes := NewRoutes(store, RouteOptions{Policies: policies, Reporter: reporter})
+	routes := NewRoutes(store, RouteOptions{Policies: policies, Status: reporter})
 	var events []string
 	routes.AppendEventHandler(func(ev model.Event) { events = append(events, ev.Config.String()) })
 	const reviews, ratings = "reviews.ns.svc.cluster.local", "ratings.ns.svc.cluster.local"
