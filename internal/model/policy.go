@@ -1,6 +1,9 @@
 package model
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // DestinationRule is what a rule (Istio's DestinationRule) says about
 // the traffic to one host, in the terms generators use: the subsets of
@@ -54,12 +57,42 @@ const (
 
 // TrafficPolicy is the part of a rule's trafficPolicy meshpilot applies.
 type TrafficPolicy struct {
-	LoadBalancer LoadBalancer
+	// LoadBalancer is loadBalancer.simple; ConsistentHash, when set,
+	// is loadBalancer.consistentHash instead (one of the two is set).
+	LoadBalancer   LoadBalancer
+	ConsistentHash *ConsistentHash
 	// MaxRequests is connectionPool.http.http2MaxRequests; 0: unset.
 	MaxRequests int32
 	// PortLevel holds the per-port policies, by port number; they replace
 	// the top-level fields they set.
 	PortLevel map[int32]*TrafficPolicy
+}
+
+// ConsistentHash is loadBalancer.consistentHash: requests with the same
+// hash key go to the same endpoint. Exactly one key is set.
+type ConsistentHash struct {
+	// HeaderName hashes the value of a request header (httpHeaderName).
+	HeaderName string
+	// Cookie hashes an HTTP cookie (httpCookie).
+	Cookie *HashCookie
+	// SourceIP hashes the client's address (useSourceIp).
+	SourceIP bool
+	// QueryParameter hashes a query parameter (httpQueryParameterName).
+	QueryParameter string
+	// Maglev selects Maglev over a ring hash; MaglevTableSize is its
+	// table size (0: the default).
+	Maglev          bool
+	MaglevTableSize uint64
+	// MinimumRingSize is the ring hash's minimum ring size; 0 leaves
+	// the client's default (1024 for Envoy and grpc-go).
+	MinimumRingSize uint64
+}
+
+// HashCookie is the cookie a consistent hash reads (Envoy creates it
+// when absent and TTL is set).
+type HashCookie struct {
+	Name, Path string
+	TTL        time.Duration
 }
 
 // ForPort returns the policy in force on a port: the port's settings over
@@ -70,16 +103,19 @@ func (p *TrafficPolicy) ForPort(port int32) TrafficPolicy {
 	if p == nil {
 		return TrafficPolicy{}
 	}
-	out := TrafficPolicy{LoadBalancer: p.LoadBalancer, MaxRequests: p.MaxRequests}
+	out := TrafficPolicy{LoadBalancer: p.LoadBalancer, ConsistentHash: p.ConsistentHash, MaxRequests: p.MaxRequests}
 	if pl := p.PortLevel[port]; pl != nil {
 		out.overlay(pl)
 	}
 	return out
 }
 
+// overlay sets the fields o sets. loadBalancer is one field in Istio's
+// merge: a simple algorithm over a consistent hash replaces it, and the
+// other way round.
 func (p *TrafficPolicy) overlay(o *TrafficPolicy) {
-	if o.LoadBalancer != LBDefault {
-		p.LoadBalancer = o.LoadBalancer
+	if o.LoadBalancer != LBDefault || o.ConsistentHash != nil {
+		p.LoadBalancer, p.ConsistentHash = o.LoadBalancer, o.ConsistentHash
 	}
 	if o.MaxRequests != 0 {
 		p.MaxRequests = o.MaxRequests

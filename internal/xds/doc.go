@@ -30,8 +30,10 @@
 //     the same name with istiod's default retry policy (retry.go: 2
 //     retries on connection failures, UNAVAILABLE and CANCELLED), or the
 //     one of the mesh settings (MeshConfig defaultHttpRetryPolicy; zero
-//     attempts: none). It depends on model.MeshRetryKey, so a change of
-//     that setting regenerates every route and nothing else.
+//     attempts: none), and the hash policy of the consistent hash of the
+//     host's DestinationRule (policy.go, hashPolicy). It depends on
+//     model.MeshRetryKey, so a change of that setting regenerates every
+//     route, and on the host's model.DestinationRuleKey.
 //   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
 //     healthy panic threshold of 0; for an ExternalName service
 //     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name

@@ -2,6 +2,8 @@ package xds
 
 import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -46,8 +48,10 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 // applyTrafficPolicy sets a cluster's load balancing and circuit breaker
 // from a rule's traffic policy, as Istio maps them:
 // loadBalancer.simple ROUND_ROBIN, LEAST_REQUEST (LEAST_CONN) and RANDOM
-// to the same lb_policy, connectionPool.http.http2MaxRequests to the
-// default-priority threshold's max_requests (which grpc-go also honours).
+// to the same lb_policy, loadBalancer.consistentHash to RING_HASH or
+// MAGLEV (applyConsistentHash), connectionPool.http.http2MaxRequests to
+// the default-priority threshold's max_requests (which grpc-go also
+// honours).
 //
 // grpc-go (v1.85) accepts lb_policy ROUND_ROBIN, RING_HASH and
 // LEAST_REQUEST and NACKs the whole cluster for anything else: gRPC
@@ -55,6 +59,9 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 // requests evenly without state), and the result varies by client kind.
 func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, client *Client) Vary {
 	var vary Vary
+	if p.ConsistentHash != nil {
+		vary |= applyConsistentHash(c, p.ConsistentHash, client)
+	}
 	switch p.LoadBalancer {
 	case model.LBLeastRequest:
 		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
@@ -70,4 +77,89 @@ func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, client *Clien
 		}}}
 	}
 	return vary
+}
+
+// applyConsistentHash sets a consistent hash's load balancing as Istio's
+// cluster builder does: MAGLEV with its table size, or RING_HASH with
+// its minimum ring size. The key to hash is the route's (hashPolicy).
+//
+// grpc-go hashes only what a route's header hash policy names, on a
+// ring: it NACKs MAGLEV, and a ring without a usable hash policy picks a
+// random endpoint per request. So gRPC clients get the ring only for a
+// header key without Maglev, and round robin otherwise (the result then
+// varies by client kind; the conversion reports the field).
+func applyConsistentHash(c *cluster.Cluster, h *model.ConsistentHash, client *Client) Vary {
+	var vary Vary
+	if !grpcHashes(h) {
+		vary = VaryKind
+		if client.GRPC {
+			return vary
+		}
+	}
+	if h.Maglev {
+		c.LbPolicy = cluster.Cluster_MAGLEV
+		if h.MaglevTableSize != 0 {
+			c.LbConfig = &cluster.Cluster_MaglevLbConfig_{MaglevLbConfig: &cluster.Cluster_MaglevLbConfig{
+				TableSize: wrapperspb.UInt64(h.MaglevTableSize),
+			}}
+		}
+		return vary
+	}
+	c.LbPolicy = cluster.Cluster_RING_HASH
+	if h.MinimumRingSize != 0 {
+		c.LbConfig = &cluster.Cluster_RingHashLbConfig_{RingHashLbConfig: &cluster.Cluster_RingHashLbConfig{
+			MinimumRingSize: wrapperspb.UInt64(h.MinimumRingSize),
+		}}
+	}
+	return vary
+}
+
+// grpcHashes says whether gRPC clients get a consistent hash: a ring
+// hash on a header.
+func grpcHashes(h *model.ConsistentHash) bool {
+	return h.HeaderName != "" && !h.Maglev
+}
+
+// hashPolicy is the hash policy of a route to a destination whose traffic
+// policy (for the destination's port and subset) is p: what its
+// consistent hash hashes, as Istio's consistentHashToHashPolicy maps it
+// (a header; a cookie with its name, path and TTL; the source IP; a query
+// parameter). A route to a destination without a consistent hash gets
+// none.
+//
+// gRPC clients get a header's hash policy only, and only with the
+// cluster's ring hash (applyConsistentHash): the result varies by client
+// kind otherwise. The Vary returned is to be added to the route's.
+func hashPolicy(p model.TrafficPolicy, c *Client) ([]*route.RouteAction_HashPolicy, Vary) {
+	h := p.ConsistentHash
+	if h == nil {
+		return nil, 0
+	}
+	var vary Vary
+	if !grpcHashes(h) {
+		vary = VaryKind
+		if c.GRPC {
+			return nil, vary
+		}
+	}
+	out := &route.RouteAction_HashPolicy{}
+	switch {
+	case h.HeaderName != "":
+		out.PolicySpecifier = &route.RouteAction_HashPolicy_Header_{Header: &route.RouteAction_HashPolicy_Header{HeaderName: h.HeaderName}}
+	case h.Cookie != nil:
+		ck := &route.RouteAction_HashPolicy_Cookie{Name: h.Cookie.Name, Path: h.Cookie.Path}
+		if h.Cookie.TTL != 0 {
+			ck.Ttl = durationpb.New(h.Cookie.TTL)
+		}
+		out.PolicySpecifier = &route.RouteAction_HashPolicy_Cookie_{Cookie: ck}
+	case h.SourceIP:
+		out.PolicySpecifier = &route.RouteAction_HashPolicy_ConnectionProperties_{
+			ConnectionProperties: &route.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}
+	case h.QueryParameter != "":
+		out.PolicySpecifier = &route.RouteAction_HashPolicy_QueryParameter_{
+			QueryParameter: &route.RouteAction_HashPolicy_QueryParameter{Name: h.QueryParameter}}
+	default:
+		return nil, vary
+	}
+	return []*route.RouteAction_HashPolicy{out}, vary
 }

@@ -15,7 +15,8 @@ const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 // routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
 // one virtual host whose domains are the forms a client may use for the
 // service, routing "/" to the cluster of the same name with istiod's
-// default retry policy, or the mesh settings' (DefaultHTTPRetry).
+// default retry policy, or the mesh settings' (DefaultHTTPRetry), and
+// the hash policy of the host's DestinationRule (hashPolicy).
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
@@ -24,13 +25,16 @@ func (*routeGenerator) Type() ResourceType {
 
 func (g *routeGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
-func (g *routeGenerator) Generate(_ *Client, name string) Result {
+func (g *routeGenerator) Generate(c *Client, name string) Result {
 	svc, port, deps := servicePort(g.Discovery, name, model.KindService)
 	if svc == nil {
 		return Result{Deps: deps}
 	}
 	deps = append(deps, model.MeshRetryKey)
-	return Result{Deps: deps, Resource: &route.RouteConfiguration{
+	rule, deps, vary := g.ruleFor(c, svc, deps)
+	policy, _ := rule.PolicyFor(port, "")
+	hash, hashVary := hashPolicy(policy, c)
+	return Result{Deps: deps, Vary: vary | hashVary, Resource: &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{
 			Name:    string(svc.Hostname) + ":" + strconv.Itoa(int(port)),
@@ -40,6 +44,7 @@ func (g *routeGenerator) Generate(_ *Client, name string) Result {
 				Action: &route.Route_Route{Route: &route.RouteAction{
 					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
 					RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
+					HashPolicy:       hash,
 				}},
 			}},
 		}},
@@ -56,9 +61,9 @@ func servicePort(d model.ServiceDiscovery, name string, kind model.KeyKind) (*mo
 	if !ok {
 		return nil, 0, nil
 	}
-	// Room for one more key (the route's model.MeshRetryKey) in the
-	// same allocation.
-	deps := append(make([]model.ConfigKey, 0, 2), model.ConfigKey{Kind: kind, Name: string(host)})
+	// Room for two more keys (the route's model.MeshRetryKey and
+	// model.DestinationRuleKey) in the same allocation.
+	deps := append(make([]model.ConfigKey, 0, 3), model.ConfigKey{Kind: kind, Name: string(host)})
 	svc := d.GetService(host)
 	if svc == nil {
 		return nil, 0, deps

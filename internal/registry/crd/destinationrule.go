@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"fmt"
 	"strings"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
@@ -25,8 +26,9 @@ func ruleHost(host, namespace, domainSuffix string) (model.Hostname, bool) {
 }
 
 // ConvertDestinationRule turns a DestinationRule into the model's view
-// and says what became of it; the rule is nil when the status refuses
-// it (a wildcard host is not served yet).
+// and says what became of it: the rule is nil when the status refuses it
+// (with the field and reason); an applied one may list fields a kind of
+// client does not get.
 func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix string) (*model.DestinationRule, configstatus.Status) {
 	host, ok := ruleHost(dr.Spec.GetHost(), dr.Namespace, domainSuffix)
 	if !ok {
@@ -36,32 +38,50 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		}
 		return nil, configstatus.Refuse("spec.host", why)
 	}
+	c := &policyConverter{}
 	out := &model.DestinationRule{
 		Namespace: dr.Namespace,
 		Name:      dr.Name,
 		Host:      host,
-		Policy:    convertTrafficPolicy(dr.Spec.GetTrafficPolicy()),
+		Policy:    c.trafficPolicy("spec.trafficPolicy", dr.Spec.GetTrafficPolicy()),
 		ExportTo:  dr.Spec.GetExportTo(),
 	}
-	for _, s := range dr.Spec.GetSubsets() {
-		sub := model.Subset{Name: s.GetName(), Policy: convertTrafficPolicy(s.GetTrafficPolicy())}
+	for i, s := range dr.Spec.GetSubsets() {
+		path := fmt.Sprintf("spec.subsets[%d]", i)
+		sub := model.Subset{Name: s.GetName(), Policy: c.trafficPolicy(path+".trafficPolicy", s.GetTrafficPolicy())}
 		if len(s.GetLabels()) > 0 {
 			sub.Labels = model.Labels(s.GetLabels())
 		}
 		out.Subsets = append(out.Subsets, sub)
 	}
-	return out, configstatus.Status{}
+	if c.status.Refused != nil {
+		return nil, c.status
+	}
+	return out, c.status
 }
 
-func convertTrafficPolicy(p *apinetworking.TrafficPolicy) *model.TrafficPolicy {
+// policyConverter converts the traffic policies of one rule, collecting
+// what becomes of their fields.
+type policyConverter struct {
+	status configstatus.Status
+}
+
+func (c *policyConverter) refuse(path, why string) {
+	if c.status.Refused == nil {
+		c.status.Refused = &configstatus.Field{Path: path, Why: why}
+	}
+}
+
+func (c *policyConverter) ignoreGRPC(path, why string) {
+	c.status.IgnoredGRPC = append(c.status.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
+}
+
+func (c *policyConverter) trafficPolicy(path string, p *apinetworking.TrafficPolicy) *model.TrafficPolicy {
 	if p == nil {
 		return nil
 	}
-	out := &model.TrafficPolicy{
-		LoadBalancer: convertLB(p.GetLoadBalancer()),
-		MaxRequests:  p.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
-	}
-	for _, pl := range p.GetPortLevelSettings() {
+	out := c.portPolicy(path, p.GetLoadBalancer(), p.GetConnectionPool())
+	for i, pl := range p.GetPortLevelSettings() {
 		port := int32(pl.GetPort().GetNumber())
 		if port == 0 {
 			continue
@@ -69,12 +89,19 @@ func convertTrafficPolicy(p *apinetworking.TrafficPolicy) *model.TrafficPolicy {
 		if out.PortLevel == nil {
 			out.PortLevel = map[int32]*model.TrafficPolicy{}
 		}
-		out.PortLevel[port] = &model.TrafficPolicy{
-			LoadBalancer: convertLB(pl.GetLoadBalancer()),
-			MaxRequests:  pl.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
-		}
+		out.PortLevel[port] = c.portPolicy(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetConnectionPool())
 	}
 	return out
+}
+
+// portPolicy converts the fields a policy and its portLevelSettings
+// share.
+func (c *policyConverter) portPolicy(path string, lb *apinetworking.LoadBalancerSettings, pool *apinetworking.ConnectionPoolSettings) *model.TrafficPolicy {
+	return &model.TrafficPolicy{
+		LoadBalancer:   convertLB(lb),
+		ConsistentHash: c.consistentHash(path+".loadBalancer.consistentHash", lb.GetConsistentHash()),
+		MaxRequests:    pool.GetHttp().GetHttp2MaxRequests(),
+	}
 }
 
 // convertLB maps loadBalancer.simple. LEAST_CONN is the deprecated name
@@ -89,4 +116,50 @@ func convertLB(lb *apinetworking.LoadBalancerSettings) model.LoadBalancer {
 		return model.LBRandom
 	}
 	return model.LBDefault
+}
+
+// grpcNoHash is why gRPC clients do not get a consistent hash other than
+// a ring hash on a header.
+const grpcNoHash = "grpc-go hashes only request headers on a ring hash (it NACKs MAGLEV and ignores other hash policies): gRPC clients get round robin"
+
+// consistentHash converts loadBalancer.consistentHash as Istio's cluster
+// builder reads it: maglev, else a ring hash whose minimum size is
+// ringHash.minimumRingSize, or without ringHash the deprecated
+// minimumRingSize, else 1024. A hash without a key hashes nothing (every
+// request gets a random endpoint): refused.
+func (c *policyConverter) consistentHash(path string, h *apinetworking.LoadBalancerSettings_ConsistentHashLB) *model.ConsistentHash {
+	if h == nil {
+		return nil
+	}
+	out := &model.ConsistentHash{}
+	switch {
+	case h.GetMaglev() != nil:
+		out.Maglev, out.MaglevTableSize = true, h.GetMaglev().GetTableSize()
+		c.ignoreGRPC(path+".maglev", grpcNoHash)
+	case h.GetRingHash() != nil:
+		out.MinimumRingSize = h.GetRingHash().GetMinimumRingSize()
+	default:
+		out.MinimumRingSize = h.GetMinimumRingSize() //nolint:staticcheck // deprecated, still honoured as Istio does
+		if out.MinimumRingSize == 0 {
+			out.MinimumRingSize = 1024
+		}
+	}
+	switch k := h.GetHashKey().(type) {
+	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName:
+		out.HeaderName = k.HttpHeaderName
+	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpCookie:
+		out.Cookie = &model.HashCookie{Name: k.HttpCookie.GetName(), Path: k.HttpCookie.GetPath(), TTL: k.HttpCookie.GetTtl().AsDuration()}
+		c.ignoreGRPC(path+".httpCookie", grpcNoHash)
+	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
+		out.SourceIP = k.UseSourceIp
+		c.ignoreGRPC(path+".useSourceIp", grpcNoHash)
+	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpQueryParameterName:
+		out.QueryParameter = k.HttpQueryParameterName
+		c.ignoreGRPC(path+".httpQueryParameterName", grpcNoHash)
+	}
+	if out.HeaderName == "" && (out.Cookie == nil || out.Cookie.Name == "") && !out.SourceIP && out.QueryParameter == "" {
+		c.refuse(path, "no hash key: set one of httpHeaderName, httpCookie.name, useSourceIp, httpQueryParameterName")
+		return nil
+	}
+	return out
 }

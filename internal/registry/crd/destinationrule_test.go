@@ -1,0 +1,82 @@
+package crd
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apinetworking "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+func drWithPolicy(p *apinetworking.TrafficPolicy) *networkingv1.DestinationRule {
+	return &networkingv1.DestinationRule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"},
+		Spec:       apinetworking.DestinationRule{Host: "svc", TrafficPolicy: p},
+	}
+}
+
+// TestConvertConsistentHash: loadBalancer.consistentHash as Istio's
+// cluster builder reads it, what gRPC clients do not get, and a hash
+// without a key refused with its field.
+func TestConvertConsistentHash(t *testing.T) {
+	type chlb = apinetworking.LoadBalancerSettings_ConsistentHashLB
+	const path = "spec.trafficPolicy.loadBalancer.consistentHash"
+	header := func(h *chlb) *chlb {
+		h.HashKey = &apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpHeaderName{HttpHeaderName: "x-user"}
+		return h
+	}
+	for _, tc := range []struct {
+		desc       string
+		in         *chlb
+		want       *model.ConsistentHash
+		wantStatus configstatus.Status
+	}{
+		{"a header, the default ring", header(&chlb{}), &model.ConsistentHash{HeaderName: "x-user", MinimumRingSize: 1024}, configstatus.Status{}},
+		{"ringHash.minimumRingSize", header(&chlb{HashAlgorithm: &apinetworking.LoadBalancerSettings_ConsistentHashLB_RingHash_{
+			RingHash: &apinetworking.LoadBalancerSettings_ConsistentHashLB_RingHash{MinimumRingSize: 4096}}}),
+			&model.ConsistentHash{HeaderName: "x-user", MinimumRingSize: 4096}, configstatus.Status{}},
+		{"ringHash without a size: the client's default", header(&chlb{HashAlgorithm: &apinetworking.LoadBalancerSettings_ConsistentHashLB_RingHash_{
+			RingHash: &apinetworking.LoadBalancerSettings_ConsistentHashLB_RingHash{}}}),
+			&model.ConsistentHash{HeaderName: "x-user"}, configstatus.Status{}},
+		{"the deprecated minimumRingSize", header(&chlb{MinimumRingSize: 2048}), &model.ConsistentHash{HeaderName: "x-user", MinimumRingSize: 2048}, configstatus.Status{}},
+		{"maglev", header(&chlb{HashAlgorithm: &apinetworking.LoadBalancerSettings_ConsistentHashLB_Maglev{
+			Maglev: &apinetworking.LoadBalancerSettings_ConsistentHashLB_MagLev{TableSize: 65537}}}),
+			&model.ConsistentHash{HeaderName: "x-user", Maglev: true, MaglevTableSize: 65537},
+			configstatus.Status{IgnoredGRPC: []configstatus.Field{{Path: path + ".maglev", Why: grpcNoHash}}}},
+		{"a cookie", &chlb{HashKey: &apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpCookie{
+			HttpCookie: &apinetworking.LoadBalancerSettings_ConsistentHashLB_HTTPCookie{Name: "s", Path: "/", Ttl: durationpb.New(time.Minute)}}},
+			&model.ConsistentHash{Cookie: &model.HashCookie{Name: "s", Path: "/", TTL: time.Minute}, MinimumRingSize: 1024},
+			configstatus.Status{IgnoredGRPC: []configstatus.Field{{Path: path + ".httpCookie", Why: grpcNoHash}}}},
+		{"the source IP", &chlb{HashKey: &apinetworking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp{UseSourceIp: true}},
+			&model.ConsistentHash{SourceIP: true, MinimumRingSize: 1024},
+			configstatus.Status{IgnoredGRPC: []configstatus.Field{{Path: path + ".useSourceIp", Why: grpcNoHash}}}},
+		{"a query parameter", &chlb{HashKey: &apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpQueryParameterName{HttpQueryParameterName: "u"}},
+			&model.ConsistentHash{QueryParameter: "u", MinimumRingSize: 1024},
+			configstatus.Status{IgnoredGRPC: []configstatus.Field{{Path: path + ".httpQueryParameterName", Why: grpcNoHash}}}},
+		{"no key", &chlb{}, nil, configstatus.Refuse(path, "no hash key: set one of httpHeaderName, httpCookie.name, useSourceIp, httpQueryParameterName")},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, status := ConvertDestinationRule(drWithPolicy(&apinetworking.TrafficPolicy{LoadBalancer: &apinetworking.LoadBalancerSettings{
+				LbPolicy: &apinetworking.LoadBalancerSettings_ConsistentHash{ConsistentHash: tc.in}}}), "")
+			if !reflect.DeepEqual(status, tc.wantStatus) {
+				t.Fatalf("status %+v, want %+v", status, tc.wantStatus)
+			}
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("refused, yet converted: %+v", got)
+				}
+				return
+			}
+			if !reflect.DeepEqual(got.Policy.ConsistentHash, tc.want) {
+				t.Errorf("got %+v, want %+v", got.Policy.ConsistentHash, tc.want)
+			}
+		})
+	}
+}
