@@ -59,7 +59,11 @@ const (
 	// Passthrough: a headless service; the client connects to the address
 	// it was given, endpoints are still known.
 	Passthrough
-	// DNSAlias: an ExternalName service, a DNS alias for another name.
+	// DNSAlias: the client resolves a DNS name itself: the ExternalName
+	// (an ExternalName service, a DNS alias for another name; a DNS
+	// ServiceEntry without endpoints, whose ExternalName is its own
+	// host), else each endpoint's address (a DNS ServiceEntry with
+	// endpoints, which may be names).
 	DNSAlias
 )
 
@@ -111,7 +115,8 @@ type Service struct {
 	// headless ones, DNSAlias for ExternalName.
 	Resolution Resolution `json:"resolution"`
 	// ClusterIPs holds the virtual IPs (one per IP family); empty when
-	// headless or ExternalName.
+	// headless or ExternalName. A ServiceEntry's addresses (IPs or
+	// CIDRs) are kept here.
 	ClusterIPs []string `json:"clusterIPs,omitempty"`
 	// ExternalName is the DNS name a DNSAlias service points to.
 	ExternalName string            `json:"externalName,omitempty"`
@@ -121,6 +126,17 @@ type Service struct {
 	// spec.internalTrafficPolicy and spec.trafficDistribution).
 	InternalTrafficPolicy InternalTrafficPolicy `json:"internalTrafficPolicy,omitempty"`
 	TrafficDistribution   TrafficDistribution   `json:"trafficDistribution,omitempty"`
+	// Selector is a Kubernetes Service's spec.selector: the workloads
+	// (WorkloadEntries too, as in Istio) of its namespace it selects.
+	// Empty selects nothing.
+	Selector Labels `json:"selector,omitempty"`
+	// MeshExternal: a ServiceEntry with location MESH_EXTERNAL, a service
+	// outside the mesh.
+	MeshExternal bool `json:"meshExternal,omitempty"`
+	// ExportTo is a ServiceEntry's exportTo, as written: the namespaces
+	// that may see the service ("*", ".", "~" or names); empty means
+	// every namespace.
+	ExportTo []string `json:"exportTo,omitempty"`
 }
 
 // InternalTrafficPolicy says which endpoints serve a client in the mesh.
@@ -235,7 +251,8 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
 		slices.Equal(s.ClusterIPs, o.ClusterIPs) && s.ExternalName == o.ExternalName &&
 		maps.Equal(s.Labels, o.Labels) && s.InternalTrafficPolicy == o.InternalTrafficPolicy &&
-		s.TrafficDistribution == o.TrafficDistribution
+		s.TrafficDistribution == o.TrafficDistribution && maps.Equal(s.Selector, o.Selector) &&
+		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo)
 }
 
 // Locality is where a workload runs.
@@ -330,6 +347,13 @@ type Endpoint struct {
 	PodName         string            `json:"podName,omitempty"`
 	NodeName        string            `json:"nodeName,omitempty"`
 	ServiceAccount  string            `json:"serviceAccount,omitempty"`
+	// Weight is the endpoint's share within its locality (a
+	// WorkloadEntry's weight); 0 means 1.
+	Weight uint32 `json:"weight,omitempty"`
+	// Network is the network the endpoint is on (a WorkloadEntry's
+	// network), kept for multi-network routing, which meshpilot does not
+	// do yet.
+	Network string `json:"network,omitempty"`
 }
 
 // Equal reports whether two endpoints carry the same content.
@@ -340,7 +364,7 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	return e.Address == o.Address && e.Port == o.Port && e.ServicePortName == o.ServicePortName &&
 		maps.Equal(e.Labels, o.Labels) && e.Locality == o.Locality && e.Health == o.Health &&
 		e.Namespace == o.Namespace && e.PodName == o.PodName && e.NodeName == o.NodeName &&
-		e.ServiceAccount == o.ServiceAccount
+		e.ServiceAccount == o.ServiceAccount && e.Weight == o.Weight && e.Network == o.Network
 }
 
 // Workload is what runs behind an IP address (a Kubernetes Pod).

@@ -11,7 +11,11 @@
 // 53/UDP and 53/TCP, a name only one); a source that names the port
 // differently adds nothing to it. An address and port listed by several
 // sources counts once, the earlier source's copy winning, as the store
-// merges duplicates of one source.
+// merges duplicates of one source. A source may add endpoints to a
+// service it does not define (its GetService is nil there: the
+// WorkloadEntries a Kubernetes Service selects): they join the union
+// while another source defines the hostname, and nothing is served
+// otherwise.
 //
 // A handler of the aggregate gets every source's events, as changes of the
 // served view: when a source deletes a service that another source still

@@ -529,3 +529,58 @@ func TestConcurrentSources(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// endpointsOnly is a source that adds endpoints to services it does not
+// define (WorkloadEntries selected by a Kubernetes Service): its
+// definitions are hidden.
+type endpointsOnly struct{ *model.Store }
+
+func (endpointsOnly) Services() []*model.Service               { return nil }
+func (endpointsOnly) GetService(model.Hostname) *model.Service { return nil }
+func (endpointsOnly) Endpoints(model.Hostname, int32, model.Labels) []*model.Endpoint {
+	return nil
+}
+
+func TestASourceAddsEndpointsToAServiceItDoesNotDefine(t *testing.T) {
+	kube, extra := model.NewStore(), endpointsOnly{model.NewStore()}
+	a, err := New(Options{Sources: []Source{{Name: "kubernetes", Controller: kube}, {Name: "workloadentries", Controller: extra}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	a.AppendEventHandler(rec.add)
+	ev := func(kind model.EventKind, noEndpoints bool) []model.Event {
+		return []model.Event{{Kind: kind, Hostname: host, Namespace: "ns", NoEndpoints: noEndpoints}}
+	}
+
+	extra.Update(service("api"), []*model.Endpoint{endpoint("10.0.0.5", "grpc", nil)})
+	if got := rec.take(); !slices.Equal(got, ev(model.ServiceDeleted, true)) {
+		t.Fatalf("endpoints of a service nobody defines: events = %v", got)
+	}
+	if a.GetService(host) != nil || len(a.Services()) != 0 || a.EndpointsByPortName(host, "grpc", nil) != nil {
+		t.Fatal("a service nobody defines is served")
+	}
+
+	kube.Update(service("api", grpc8080), []*model.Endpoint{endpoint("10.0.0.1", "grpc", nil)})
+	if got := rec.take(); !slices.Equal(got, ev(model.ServiceChanged, false)) {
+		t.Fatalf("kubernetes defines it: events = %v", got)
+	}
+	if got := addresses(a.Endpoints(host, 8080, nil)); !slices.Equal(got, []string{"10.0.0.1/HEALTHY", "10.0.0.5/HEALTHY"}) {
+		t.Fatalf("endpoints = %v, want kubernetes' and the other source's", got)
+	}
+	if svcs := a.Services(); len(svcs) != 1 || svcs[0] != kube.GetService(host) {
+		t.Fatalf("services = %v, want kubernetes' definition alone", svcs)
+	}
+
+	extra.Update(service("api"), []*model.Endpoint{endpoint("10.0.0.6", "grpc", nil)})
+	if got := rec.take(); !slices.Equal(got, ev(model.EndpointsChanged, false)) {
+		t.Fatalf("its endpoints change: events = %v", got)
+	}
+	extra.Delete(host)
+	if got := rec.take(); !slices.Equal(got, ev(model.EndpointsChanged, false)) {
+		t.Fatalf("its endpoints go: events = %v", got)
+	}
+	if got := addresses(a.Endpoints(host, 8080, nil)); !slices.Equal(got, []string{"10.0.0.1/HEALTHY"}) {
+		t.Fatalf("endpoints = %v, want kubernetes' alone", got)
+	}
+}

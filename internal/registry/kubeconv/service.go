@@ -24,6 +24,9 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		Namespace:  svc.Namespace,
 		Resolution: model.ClientSideLB,
 		Labels:     maps.Clone(svc.Labels),
+		// Kept for the WorkloadEntries a Service selects (Istio's rule);
+		// the Pods it selects come through its EndpointSlices.
+		Selector: model.Labels(maps.Clone(svc.Spec.Selector)),
 		// Read whatever the type, as Istio does: they matter only where
 		// there are endpoints, which an ExternalName Service has none of.
 		InternalTrafficPolicy: internalTrafficPolicy(svc.Spec.InternalTrafficPolicy),
@@ -159,6 +162,16 @@ func PortProtocol(p corev1.ServicePort) model.Protocol {
 		return model.TCP
 	}
 	return model.Unsupported
+}
+
+// ProtocolByName reads a protocol written out in full, as a
+// ServiceEntry's ports name it ("HTTP", "GRPC", "GRPC-WEB", case aside);
+// anything else is Unsupported, as in Istio.
+func ProtocolByName(name string) model.Protocol {
+	if strings.EqualFold(name, "grpc-web") {
+		return model.GRPCWeb
+	}
+	return parseProtocolName(name)
 }
 
 func parseProtocolName(name string) model.Protocol {

@@ -1,0 +1,118 @@
+package serviceentry
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	apinetworking "istio.io/api/networking/v1alpha3"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// workload is one WorkloadEntry, or one endpoint of a ServiceEntry (the
+// same message): an address and what it serves.
+type workload struct {
+	namespace string
+	address   string
+	// isIP: address is an IP; otherwise a DNS name, which only a DNS
+	// ServiceEntry can use.
+	isIP bool
+	// ports maps a service port name to the workload's port for it.
+	ports          map[string]uint32
+	labels         map[string]string
+	locality       model.Locality
+	weight         uint32
+	network        string
+	serviceAccount string
+}
+
+// convertWorkload reads a WorkloadEntry spec; path is where it sits in
+// its object ("spec" for a WorkloadEntry, "spec.endpoints[2]" for an
+// endpoint of a ServiceEntry). It refuses a workload without an address
+// or with one that is neither an IP nor a DNS name (meshpilot serves no
+// Unix sockets), and a port out of range.
+func convertWorkload(we *apinetworking.WorkloadEntry, namespace, path string) (*workload, *configstatus.Field) {
+	w := &workload{
+		namespace:      namespace,
+		address:        we.GetAddress(),
+		ports:          maps.Clone(we.GetPorts()),
+		labels:         maps.Clone(we.GetLabels()),
+		locality:       model.ParseLocality(we.GetLocality()),
+		weight:         we.GetWeight(),
+		network:        we.GetNetwork(),
+		serviceAccount: we.GetServiceAccount(),
+	}
+	switch {
+	case w.address == "":
+		// Istio allows an empty address on a network reached through a
+		// gateway; meshpilot does not route across networks.
+		return nil, &configstatus.Field{Path: path + ".address", Why: "a workload needs an address"}
+	case isIP(w.address):
+		w.isIP = true
+	case !isDNSName(w.address):
+		return nil, &configstatus.Field{Path: path + ".address", Why: fmt.Sprintf("%q is neither an IP address nor a DNS name", w.address)}
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.ports)) {
+		if p := w.ports[name]; p == 0 || p > 65535 {
+			return nil, &configstatus.Field{Path: path + ".ports." + name, Why: fmt.Sprintf("port %d is out of range", p)}
+		}
+	}
+	return w, nil
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
+// isDNSName: a name a resolver can look up (RFC 1123, any case, an
+// optional final dot).
+func isDNSName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	return s != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(s))) == 0
+}
+
+// endpoint is the workload's endpoint for one service port: the port the
+// workload maps the port's name to, else the service's target port.
+func (w *workload) endpoint(p model.Port) *model.Endpoint {
+	port := uint32(p.TargetPort)
+	if mapped, ok := w.ports[p.Name]; ok {
+		port = mapped
+	}
+	if port == 0 {
+		return nil
+	}
+	return &model.Endpoint{
+		Address:         w.address,
+		Port:            port,
+		ServicePortName: p.Name,
+		Labels:          w.labels,
+		Locality:        w.locality,
+		Health:          model.Healthy,
+		Namespace:       w.namespace,
+		ServiceAccount:  w.serviceAccount,
+		Weight:          w.weight,
+		Network:         w.network,
+	}
+}
+
+// kubernetesEndpoint is the workload's endpoint for a port of a
+// Kubernetes Service that selects it, as Istio maps it: the workload's
+// port of the service port's name, else the target port (a named target
+// port is looked up in the workload's ports); none when neither gives a
+// number.
+func (w *workload) kubernetesEndpoint(p model.Port) *model.Endpoint {
+	if _, ok := w.ports[p.Name]; !ok && p.TargetPort == 0 {
+		mapped, ok := w.ports[p.TargetPortName]
+		if !ok {
+			return nil
+		}
+		p.TargetPort = int32(mapped)
+	}
+	return w.endpoint(p)
+}
