@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 )
@@ -17,18 +18,24 @@ type istioServing struct {
 	policies *crd.Policies
 	// routes is the VirtualServices as generators read them.
 	routes *crd.Routes
+	// status is what became of each object, recorded by every consumer.
+	status *configstatus.Reporter
 }
 
 // istioConsumers builds every consumer of store's Istio objects, the same
-// for a cluster and for --from. Consumers append event handlers to store,
-// so call it before store runs.
-func istioConsumers(store crd.Store, f serveFlags) istioServing {
+// for a cluster and for --from; they record each object's status in one
+// Reporter, which logs refusals to log. Consumers append event handlers
+// to store, so call it before store runs.
+func istioConsumers(store crd.Store, f serveFlags, log *slog.Logger) istioServing {
+	status := configstatus.NewReporter()
+	status.SetLogger(log)
 	// Istio's root namespace, whose rules apply mesh-wide, is its system
 	// namespace by default: meshpilot's is --system-namespace.
-	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace})
+	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace, Status: status})
 	return istioServing{
 		policies: policies,
-		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies}),
+		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status}),
+		status:   status,
 	}
 }
 
@@ -45,7 +52,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *
 	if err != nil {
 		return istioServing{}, nil, err
 	}
-	istio = istioConsumers(reg, f)
+	istio = istioConsumers(reg, f, log)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

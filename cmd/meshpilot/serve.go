@@ -201,6 +201,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Metrics:               m,
 		Mesh:                  mesh,
 		Policies:              ps,
+		ConfigStatus:          istio.status,
 	})
 	if err != nil {
 		return err

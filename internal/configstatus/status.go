@@ -61,16 +61,27 @@ type Entry struct {
 	Status
 }
 
-// State names an entry's state: "refused", "partial" (applied, some
-// fields ignored for a kind of client) or "applied".
+// The states of an entry.
+const (
+	StateApplied = "applied"
+	// StatePartial: applied, some fields ignored for a kind of client.
+	StatePartial = "partial"
+	StateRefused = "refused"
+)
+
+// States lists the states, best first.
+var States = []string{StateApplied, StatePartial, StateRefused}
+
+// State names an entry's state: StateRefused, StatePartial or
+// StateApplied.
 func (e Entry) State() string {
 	switch {
 	case e.Refused != nil:
-		return "refused"
+		return StateRefused
 	case len(e.IgnoredGRPC) > 0 || len(e.IgnoredEnvoy) > 0:
-		return "partial"
+		return StatePartial
 	}
-	return "applied"
+	return StateApplied
 }
 
 // Equal reports whether two statuses say the same.

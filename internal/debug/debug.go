@@ -6,7 +6,8 @@
 //	/debug/endpointz                  endpoints per service and port, with health and locality
 //	/debug/syncz                      per xDS stream: client, subscriptions, sent/ACKed/NACKed per type
 //	/debug/config_dump?node=ID        the resources each stream of that node holds (ACKed), as protojson
-//	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored
+//	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored;
+//	                                  every Istio object and what became of it (Configz)
 //	/debug/pprof/                     Go profiles
 package debug
 
@@ -21,6 +22,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/xds"
@@ -41,11 +43,48 @@ type Options struct {
 	// Mesh returns the mesh config in force; /debug/configz shows
 	// Istio's defaults when nil.
 	Mesh func() meshconfig.Status
+	// Objects returns the status of every Istio object
+	// (configstatus.Reporter.List); none when nil.
+	Objects func() []configstatus.Entry
 }
 
-// Configz is what /debug/configz shows.
+// Configz is what /debug/configz shows. `meshpilot status config` and
+// scripts read it: fields are only ever added.
 type Configz struct {
 	MeshConfig meshconfig.Status `json:"meshConfig"`
+	// Objects are the Istio objects meshpilot read (DestinationRules,
+	// VirtualServices, ServiceEntries, WorkloadEntries), ordered by kind,
+	// namespace and name; [] when there are none.
+	Objects []ConfigObject `json:"objects"`
+}
+
+// ConfigObject is one Istio object and what became of it:
+//
+//	{"kind": "VirtualService", "namespace": "shop", "name": "cart",
+//	 "where": "rules.yaml:12 (document 2)",          // read from a file (serve --from)
+//	 "state": "partial",                             // applied, partial or refused
+//	 "refused": {"path": "spec.http[0].route", "why": "..."},   // when refused
+//	 "ignoredForGRPC": [{"path": "spec.http[1].mirror", "why": "..."}],
+//	 "ignoredForEnvoy": [{"path": "...", "why": "..."}]}
+//
+// State "applied": every client gets all of it; "partial": applied, but
+// some fields are not sent to one kind of client (ignoredForGRPC,
+// ignoredForEnvoy say which and why); "refused": not applied (refused
+// names the first problem), and the object's last good version, if any,
+// stays in force. Empty lists and fields are left out.
+type ConfigObject struct {
+	configstatus.Ref
+	State string `json:"state"`
+	configstatus.Status
+}
+
+// ConfigObjects turns a Reporter's entries into the page's objects.
+func ConfigObjects(entries []configstatus.Entry) []ConfigObject {
+	out := make([]ConfigObject, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, ConfigObject{Ref: e.Ref, State: e.State(), Status: e.Status})
+	}
+	return out
 }
 
 // Register adds the debug pages to mux, under /debug/.
@@ -81,7 +120,11 @@ func Register(mux *http.ServeMux, o Options) {
 		if o.Mesh != nil {
 			mesh = o.Mesh()
 		}
-		writeJSON(w, Configz{MeshConfig: mesh})
+		var objects []configstatus.Entry
+		if o.Objects != nil {
+			objects = o.Objects()
+		}
+		writeJSON(w, Configz{MeshConfig: mesh, Objects: ConfigObjects(objects)})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

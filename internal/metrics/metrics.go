@@ -22,6 +22,9 @@
 //	informer_events_total{kind,event}      Kubernetes informer events (add, update, delete)
 //	workqueue_*{name}                      client-go's work queue metrics (depth, adds,
 //	                                       queue and work duration, retries, ...)
+//	config_objects{kind,state}             Istio objects read, by kind and state (applied,
+//	                                       partial: some fields not sent to a kind of client,
+//	                                       refused: not applied, its last good version in force)
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
 package metrics

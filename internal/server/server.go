@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
@@ -73,6 +74,9 @@ type Options struct {
 	// Policies, when set, holds the DestinationRules generators apply; a
 	// change is pushed as the model.DestinationRuleKey of its host.
 	Policies PolicySource
+	// ConfigStatus, when set, is what became of each Istio object, shown
+	// on /debug/configz and counted by the config_objects metric.
+	ConfigStatus *configstatus.Reporter
 	// Debounce shapes pushes.
 	Debounce push.Options
 	Logger   *slog.Logger
@@ -139,6 +143,7 @@ func New(opts Options) (*Server, error) {
 	})
 	s.metrics.WatchRegistry(registry.Len)
 	s.metrics.WatchClients(s.xds.ClientCounts)
+	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.AppendEventHandler(s.onEvent)
 	opts.Mesh.AppendEventHandler(s.onEvent)
@@ -202,7 +207,7 @@ func (s *Server) ready() bool { return s.synced() && !s.draining.Load() }
 func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSynced() }
 
 func (s *Server) debugOptions() debug.Options {
-	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: s.mesh.Status}
+	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: s.mesh.Status, Objects: s.opts.ConfigStatus.List}
 }
 
 // DebugAddr is the address of the debug port; empty when the debug pages
