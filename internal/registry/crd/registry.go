@@ -20,7 +20,7 @@ import (
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 
-	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // Options configure a Registry.
@@ -118,7 +118,7 @@ func New(istio istioclient.Interface, apiextensions apiextensionsclient.Interfac
 	}
 	for _, ns := range namespaces {
 		r.factories = append(r.factories, istioinformers.NewSharedInformerFactoryWithOptions(istio, 0,
-			istioinformers.WithNamespace(ns), istioinformers.WithTransform(kube.StripManagedFields)))
+			istioinformers.WithNamespace(ns), istioinformers.WithTransform(kubeconv.StripManagedFields)))
 	}
 	for _, k := range kinds {
 		inf, err := newCRDInformer(apiextensions, k.crd)
