@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,7 +65,7 @@ var kindVersions = map[string]string{
 	"EndpointSlice": "discovery.k8s.io/v1",
 }
 
-const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node (or a v1 List of them)"
+const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node, DestinationRule, VirtualService, ServiceEntry, WorkloadEntry (or a v1 List of them)"
 
 // Object is one Kubernetes object read from a file, already defaulted
 // and validated.
@@ -73,7 +74,8 @@ type Object struct {
 	Namespace string // empty for cluster-scoped kinds
 	Name      string
 	// Obj is *corev1.Namespace, *corev1.Service, *corev1.Pod,
-	// *corev1.Node or *discoveryv1.EndpointSlice.
+	// *corev1.Node, *discoveryv1.EndpointSlice, or one of the Istio kinds
+	// of istio.io/client-go's networking/v1 (istio_decode.go).
 	Obj any
 	// Where the object came from, for messages.
 	File     string
@@ -300,15 +302,26 @@ func decodeObject(path string, doc document, prefix string, js []byte) (*Object,
 	if tm.Kind == "" {
 		return nil, problem("kind", "Required value: every object needs a kind (%s)", supportedKinds)
 	}
-	version, ok := kindVersions[tm.Kind]
-	if !ok {
+	versions := []string{kindVersions[tm.Kind]}
+	newIstio, isIstio := istioKinds[tm.Kind]
+	switch {
+	case isIstio:
+		versions = istioVersions
+	case versions[0] == "":
 		return nil, problem("kind", "Unsupported value: %q: supported kinds are %s", tm.Kind, supportedKinds)
 	}
-	if tm.APIVersion != version {
-		if tm.APIVersion == "" {
-			return nil, problem("apiVersion", "Required value: a %s needs apiVersion %q", tm.Kind, version)
+	if !slices.Contains(versions, tm.APIVersion) {
+		want := fmt.Sprintf("%q", versions[0])
+		if len(versions) > 1 {
+			want = fmt.Sprintf("one of %q", versions)
 		}
-		return nil, problem("apiVersion", "Unsupported value: %q: a %s needs apiVersion %q", tm.APIVersion, tm.Kind, version)
+		if tm.APIVersion == "" {
+			return nil, problem("apiVersion", "Required value: a %s needs apiVersion %s", tm.Kind, want)
+		}
+		return nil, problem("apiVersion", "Unsupported value: %q: a %s needs apiVersion %s", tm.APIVersion, tm.Kind, want)
+	}
+	if isIstio {
+		return decodeIstioObject(path, doc, prefix, js, tm.Kind, newIstio)
 	}
 
 	var (

@@ -1,7 +1,8 @@
 // Package file is meshpilot's file registry: it reads Kubernetes manifests
-// (Namespace, Service, EndpointSlice, Pod, Node; YAML with any number of
-// documents, or JSON) from a folder and its subfolders and serves them as
-// if they came from a cluster. Conversion is the Kubernetes registry's own
+// (Namespace, Service, EndpointSlice, Pod, Node, and Istio's
+// DestinationRule, VirtualService, ServiceEntry and WorkloadEntry; YAML
+// with any number of documents, or JSON) from a folder and its subfolders
+// and serves them as if they came from a cluster. Conversion is the Kubernetes registry's own
 // (kubeconv.ConvertService, kubeconv.BuildEndpoints,
 // kubeconv.ConvertWorkload), and a model.Store turns every reload into the
 // same change events.

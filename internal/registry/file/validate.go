@@ -29,10 +29,14 @@ import (
 //     phase must be a known one, an EndpointSlice port must be 1-65535,
 //     a slice must name its Service and that Service must be in the
 //     folder (registry.go);
-//   - stricter: kinds other than Namespace, Service, EndpointSlice, Pod
-//     and Node are refused, not ignored, and so is an object defined
+//   - stricter: kinds other than Namespace, Service, EndpointSlice, Pod,
+//     Node and Istio's DestinationRule, VirtualService, ServiceEntry and
+//     WorkloadEntry are refused, not ignored, and so is an object defined
 //     twice in one file, which kubectl would apply twice, the second
 //     winning (parse.go).
+//
+// The Istio kinds are checked against their CRDs' schemas as the API
+// server checks them (istio_decode.go, istio_validate.go).
 
 var metadataPath = field.NewPath("metadata")
 
