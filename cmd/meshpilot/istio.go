@@ -25,13 +25,14 @@ type istioServing struct {
 // istioConsumers builds every consumer of store's Istio objects, the same
 // for a cluster and for --from; they record each object's status in one
 // Reporter, which logs refusals to log. Consumers append event handlers
-// to store, so call it before store runs.
-func istioConsumers(store crd.Store, f serveFlags, log *slog.Logger) istioServing {
+// to store and mesh, so call it before they run.
+func istioConsumers(store crd.Store, mesh crd.MeshSource, f serveFlags, log *slog.Logger) istioServing {
 	status := configstatus.NewReporter()
 	status.SetLogger(log)
 	// Istio's root namespace, whose rules apply mesh-wide, is its system
-	// namespace by default: meshpilot's is --system-namespace.
-	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace, Status: status})
+	// namespace by default: meshpilot's is --system-namespace, unless
+	// MeshConfig's rootNamespace names another.
+	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace, Mesh: mesh, Status: status})
 	return istioServing{
 		policies: policies,
 		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status}),
@@ -43,7 +44,7 @@ func istioConsumers(store crd.Store, f serveFlags, log *slog.Logger) istioServin
 // registry until ctx ends; the returned function waits for it to stop.
 // It does not hold readiness back: rules that arrive later are pushed
 // like any change, and without the CRDs it logs once and waits for them.
-func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
 	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
@@ -52,7 +53,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, f serveFlags, log *
 	if err != nil {
 		return istioServing{}, nil, err
 	}
-	istio = istioConsumers(reg, f, log)
+	istio = istioConsumers(reg, mesh, f, log)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

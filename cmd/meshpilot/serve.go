@@ -165,7 +165,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	reg.SetMeshDiscoverySelectors(mesh.DiscoverySelectors())
 	mesh.AppendSelectorHandler(reg.SetMeshDiscoverySelectors)
 	istioCtx, stopIstio := context.WithCancel(ctx)
-	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, f, log, m)
+	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, mesh, f, log, m)
 	if err != nil {
 		stopIstio()
 		return err

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -45,6 +47,7 @@ var honoured = map[string]bool{
 	"defaultHttpRetryPolicy.retryIgnorePreviousHosts": true,
 	"trustDomain":                                     true,
 	"trustDomainAliases":                              true,
+	"rootNamespace":                                   true,
 }
 
 // Parse reads a MeshConfig in YAML or JSON, as Istio does
@@ -93,6 +96,14 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 	out := model.DefaultMeshSettings()
 	if err := trustDomainsOf(mesh, out); err != nil {
 		return nil, err
+	}
+	if ns := mesh.GetRootNamespace(); ns != "" {
+		// Istio does not check it; a name no namespace can have would
+		// silently leave the mesh without mesh-wide rules.
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("rootNamespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		out.RootNamespace = ns
 	}
 	if p := mesh.GetDefaultHttpRetryPolicy(); p != nil {
 		r, err := ConvertHTTPRetry(p)

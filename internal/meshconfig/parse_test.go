@@ -57,6 +57,9 @@ trustDomainAliases: [old.example.org, Legacy.Example., cluster.local]
 		{desc: "an empty trust domain is unset: the default", in: `trustDomain: ""`},
 		{desc: "bad trust domain", in: "trustDomain: example..org", err: `trustDomain: "example..org" is not a trust domain`},
 		{desc: "trust domain with a path", in: "trustDomain: example.org/ns", err: "trustDomain: "},
+		{desc: "root namespace", in: "rootNamespace: istio-system", want: model.MeshSettings{RootNamespace: "istio-system"}},
+		{desc: "an empty root namespace is unset", in: `rootNamespace: ""`},
+		{desc: "bad root namespace", in: "rootNamespace: Istio_System", err: `rootNamespace: "Istio_System" is not a namespace name`},
 		{desc: "bad alias", in: "trustDomainAliases: [ok.org, bad_one.org]", err: "trustDomainAliases[1]: "},
 		{desc: "empty alias", in: `trustDomainAliases: [""]`, err: "trustDomainAliases[0]: empty"},
 		{

@@ -212,8 +212,13 @@ func TestFileReloadReportsChangedParts(t *testing.T) {
 			desc: "an ignored field", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\nenableTracing: true\n",
 		},
 		{
-			desc: "back to the defaults: both parts", content: "",
-			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey},
+			desc: "the root namespace", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\nrootNamespace: istio-system\n",
+			want:  []model.ConfigKey{model.MeshRootNamespaceKey},
+			check: func(m *model.MeshSettings) bool { return m.RootNamespace == "istio-system" },
+		},
+		{
+			desc: "back to the defaults: every part", content: "",
+			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey, model.MeshRootNamespaceKey},
 			check: func(m *model.MeshSettings) bool {
 				return m.TrustDomain == model.DefaultTrustDomain && m.DefaultHTTPRetry == nil
 			},

@@ -25,6 +25,10 @@ type MeshSettings struct {
 	// expected identities are its identity in TrustDomain and in each
 	// alias, in this order.
 	TrustDomainAliases []string
+	// RootNamespace holds the rules (DestinationRules) that apply to the
+	// whole mesh; "" leaves the choice to the reader (meshpilot: its
+	// system namespace).
+	RootNamespace string
 }
 
 // DefaultMeshSettings returns Istio's default mesh.
@@ -65,6 +69,9 @@ var (
 	// MeshTrustDomainKey is TrustDomain and TrustDomainAliases: clusters
 	// read them (the identities a TLS peer must present).
 	MeshTrustDomainKey = ConfigKey{Kind: KindMeshConfig, Name: "trustDomain"}
+	// MeshRootNamespaceKey is RootNamespace. No generator reads it: the
+	// policy index does, and reports the rules whose choice it changes.
+	MeshRootNamespaceKey = ConfigKey{Kind: KindMeshConfig, Name: "rootNamespace"}
 )
 
 // meshParts says which fields of MeshSettings make up each part.
@@ -76,6 +83,7 @@ var meshParts = []struct {
 	{MeshTrustDomainKey, func(a, b *MeshSettings) bool {
 		return a.TrustDomain == b.TrustDomain && reflect.DeepEqual(a.TrustDomainAliases, b.TrustDomainAliases)
 	}},
+	{MeshRootNamespaceKey, func(a, b *MeshSettings) bool { return a.RootNamespace == b.RootNamespace }},
 }
 
 // MeshKeys returns the keys of the parts of the settings that differ

@@ -24,6 +24,7 @@ func TestMeshKeys(t *testing.T) {
 			with(func(m *MeshSettings) { m.DefaultHTTPRetry = &HTTPRetry{Attempts: 1} }), []ConfigKey{MeshRetryKey}},
 		{"trust domain", def, with(func(m *MeshSettings) { m.TrustDomain = "example.org" }), []ConfigKey{MeshTrustDomainKey}},
 		{"alias", def, with(func(m *MeshSettings) { m.TrustDomainAliases = []string{"old.org"} }), []ConfigKey{MeshTrustDomainKey}},
+		{"root namespace", def, with(func(m *MeshSettings) { m.RootNamespace = "istio-system" }), []ConfigKey{MeshRootNamespaceKey}},
 		{"both", def, with(func(m *MeshSettings) {
 			m.TrustDomain = "example.org"
 			m.DefaultHTTPRetry = &HTTPRetry{}

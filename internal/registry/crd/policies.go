@@ -13,8 +13,11 @@ type PolicyOptions struct {
 	// DomainSuffix resolves short hosts; "cluster.local" when empty.
 	DomainSuffix string
 	// RootNamespace holds the rules that apply mesh-wide (Istio's
-	// MeshConfig rootNamespace).
+	// MeshConfig rootNamespace) while Mesh names none.
 	RootNamespace string
+	// Mesh, when set, is followed for MeshConfig's rootNamespace, which
+	// takes RootNamespace's place while it is set.
+	Mesh MeshSource
 	// Status, when set, records what became of every DestinationRule.
 	Status *configstatus.Reporter
 }
@@ -28,6 +31,11 @@ type PolicyOptions struct {
 // A rule that cannot be converted is refused: its status says why, and
 // its last good version stays in force.
 //
+// The root namespace follows the mesh settings (PolicyOptions.Mesh); its
+// change is reported as the DestinationRuleKey of each host with a rule
+// in the old or the new root namespace, the only hosts whose choice of
+// rule it can change.
+//
 // Not done yet: wildcard hosts are refused; two rules of one namespace
 // for one host are not merged as Istio merges them: the first by name
 // wins (and when exportTo hides it from a client, that namespace has no
@@ -38,7 +46,9 @@ type Policies struct {
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards rules and byHost
+	mu sync.RWMutex // guards rules, byHost and root
+	// root is the root namespace in force.
+	root string
 	// rules holds each object's converted rule, by namespace/name.
 	rules map[string]*model.DestinationRule
 	// byHost holds, per host, the rule of each namespace that has one.
@@ -53,6 +63,11 @@ func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 		opts:   opts,
 		rules:  map[string]*model.DestinationRule{},
 		byHost: map[model.Hostname]model.HostRules{},
+	}
+	p.root = p.rootOf(nil)
+	if opts.Mesh != nil {
+		p.root = p.rootOf(opts.Mesh.Mesh())
+		opts.Mesh.AppendEventHandler(p.onMeshEvent)
 	}
 	reg.AppendEventHandler(p.onEvent)
 	return p
@@ -78,7 +93,12 @@ func (p *Policies) onEvent(ev Event) {
 	} else {
 		p.opts.Status.Delete(ref)
 	}
-	for _, h := range p.set(ev.Namespace+"/"+ev.Name, now) {
+	p.notify(p.set(ev.Namespace+"/"+ev.Name, now))
+}
+
+// notify tells the handlers that the rules of hosts changed.
+func (p *Policies) notify(hosts []model.Hostname) {
+	for _, h := range hosts {
 		p.handlers.configChanged(model.DestinationRuleKey(h))
 	}
 }
@@ -126,7 +146,7 @@ func (p *Policies) reindex(h model.Hostname) {
 func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, clientNamespace string) (*model.DestinationRule, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.opts.RootNamespace)
+	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.root)
 }
 
 // SubsetDefined reports whether a rule for host, of any namespace,

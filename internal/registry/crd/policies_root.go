@@ -1,0 +1,56 @@
+package crd
+
+import (
+	"slices"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// MeshSource publishes the mesh settings and tells of their changes
+// (meshconfig.Watcher).
+type MeshSource interface {
+	model.MeshWatcher
+	AppendEventHandler(model.EventHandler)
+}
+
+// rootOf is the root namespace that mesh puts in force. MeshConfig's
+// default (Istio's DefaultMeshConfig) is istio-system, the namespace
+// istiod is installed in; meshpilot's default is its own system
+// namespace (PolicyOptions.RootNamespace, from --system-namespace) for
+// the same reason: rules beside the control plane apply mesh-wide, and a
+// mesh without an istio-system namespace still has a root namespace.
+func (p *Policies) rootOf(mesh *model.MeshSettings) string {
+	if mesh != nil && mesh.RootNamespace != "" {
+		return mesh.RootNamespace
+	}
+	return p.opts.RootNamespace
+}
+
+func (p *Policies) onMeshEvent(ev model.Event) {
+	if ev.Kind != model.ConfigChanged || ev.Config != model.MeshRootNamespaceKey {
+		return
+	}
+	p.notify(p.setRoot(p.rootOf(p.opts.Mesh.Mesh())))
+}
+
+// setRoot puts a root namespace in force and returns the hosts whose
+// choice of rule may change: those with a rule in the old or the new
+// root namespace. For any other host the root namespace has no rule
+// before or after, so no client's choice (model.HostRules.Choose) moves.
+func (p *Policies) setRoot(root string) []model.Hostname {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.root
+	if root == old {
+		return nil
+	}
+	p.root = root
+	var hosts []model.Hostname
+	for h, byNS := range p.byHost {
+		if byNS[old] != nil || byNS[root] != nil {
+			hosts = append(hosts, h)
+		}
+	}
+	slices.Sort(hosts)
+	return hosts
+}
