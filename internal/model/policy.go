@@ -63,6 +63,8 @@ type TrafficPolicy struct {
 	ConsistentHash *ConsistentHash
 	// MaxRequests is connectionPool.http.http2MaxRequests; 0: unset.
 	MaxRequests int32
+	// OutlierDetection, when set, is outlierDetection.
+	OutlierDetection *OutlierDetection
 	// PortLevel holds the per-port policies, by port number; they replace
 	// the top-level fields they set.
 	PortLevel map[int32]*TrafficPolicy
@@ -88,6 +90,25 @@ type ConsistentHash struct {
 	MinimumRingSize uint64
 }
 
+// OutlierDetection is outlierDetection: when to eject an endpoint from
+// the load balancing pool for a while. A nil count is unset.
+type OutlierDetection struct {
+	// Consecutive5xx and ConsecutiveGateway are consecutive5xxErrors and
+	// consecutiveGatewayErrors; 0 turns that check off.
+	Consecutive5xx, ConsecutiveGateway *uint32
+	// SplitLocalOrigin is splitExternalLocalOriginErrors, with
+	// consecutiveLocalOriginFailures.
+	SplitLocalOrigin       bool
+	ConsecutiveLocalOrigin *uint32
+	// FailurePercentage is failurePercentageThreshold: eject an endpoint
+	// whose share of failed requests reaches it.
+	FailurePercentage *uint32
+	// Interval and BaseEjectionTime: 0 is unset.
+	Interval, BaseEjectionTime time.Duration
+	// MaxEjectionPercent: 0 is unset.
+	MaxEjectionPercent uint32
+}
+
 // HashCookie is the cookie a consistent hash reads (Envoy creates it
 // when absent and TTL is set).
 type HashCookie struct {
@@ -103,7 +124,8 @@ func (p *TrafficPolicy) ForPort(port int32) TrafficPolicy {
 	if p == nil {
 		return TrafficPolicy{}
 	}
-	out := TrafficPolicy{LoadBalancer: p.LoadBalancer, ConsistentHash: p.ConsistentHash, MaxRequests: p.MaxRequests}
+	out := *p
+	out.PortLevel = nil
 	if pl := p.PortLevel[port]; pl != nil {
 		out.overlay(pl)
 	}
@@ -119,6 +141,9 @@ func (p *TrafficPolicy) overlay(o *TrafficPolicy) {
 	}
 	if o.MaxRequests != 0 {
 		p.MaxRequests = o.MaxRequests
+	}
+	if o.OutlierDetection != nil {
+		p.OutlierDetection = o.OutlierDetection
 	}
 }
 

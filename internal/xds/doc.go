@@ -42,7 +42,9 @@
 //     the client follows (model.PolicyIndex: its namespace's rule, else the
 //     service's namespace's, else the root namespace's, each if exported
 //     to the client's namespace) sets its traffic
-//     policy (policy.go) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
+//     policy (policy.go: load balancing, consistent hash, circuit breaker,
+//     outlier detection; what gRPC clients cannot honour they get
+//     otherwise, varying by kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
 //     model.DestinationRuleKey(host), and varies by namespace when rules of
 //     several namespaces could apply. Subset clusters are served by name,

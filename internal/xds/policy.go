@@ -49,7 +49,8 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 // from a rule's traffic policy, as Istio maps them:
 // loadBalancer.simple ROUND_ROBIN, LEAST_REQUEST (LEAST_CONN) and RANDOM
 // to the same lb_policy, loadBalancer.consistentHash to RING_HASH or
-// MAGLEV (applyConsistentHash), connectionPool.http.http2MaxRequests to
+// MAGLEV (applyConsistentHash), outlierDetection to the cluster's
+// (applyOutlierDetection), connectionPool.http.http2MaxRequests to
 // the default-priority threshold's max_requests (which grpc-go also
 // honours).
 //
@@ -61,6 +62,9 @@ func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, client *Clien
 	var vary Vary
 	if p.ConsistentHash != nil {
 		vary |= applyConsistentHash(c, p.ConsistentHash, client)
+	}
+	if p.OutlierDetection != nil {
+		vary |= applyOutlierDetection(c, p.OutlierDetection, client)
 	}
 	switch p.LoadBalancer {
 	case model.LBLeastRequest:
@@ -162,4 +166,71 @@ func hashPolicy(p model.TrafficPolicy, c *Client) ([]*route.RouteAction_HashPoli
 		return nil, vary
 	}
 	return []*route.RouteAction_HashPolicy{out}, vary
+}
+
+// applyOutlierDetection sets a cluster's outlier detection as Istio's
+// cluster builder does for Envoy: success-rate ejection off, each
+// consecutive-error count with its enforcement at 100% (0 when the count
+// is 0, which turns it off), interval, base ejection time and maximum
+// ejection percent as given, local-origin errors split on request; and
+// failurePercentageThreshold as failure-percentage ejection enforced at
+// 100%. The panic threshold stays 0 (buildCluster): minHealthPercent is
+// reported as ignored.
+//
+// grpc-go (gRFC A50) ejects only by success rate or failure percentage
+// and turns success-rate ejection on unless told otherwise: gRPC clients
+// get the failure percentage with the interval, base ejection time and
+// maximum ejection percent, which mean the same to it, success rate off,
+// and no outlier detection at all without a failure percentage. The
+// result varies by client kind when the two differ.
+func applyOutlierDetection(c *cluster.Cluster, o *model.OutlierDetection, client *Client) Vary {
+	var vary Vary
+	if o.Consecutive5xx != nil || o.ConsecutiveGateway != nil || o.SplitLocalOrigin || o.FailurePercentage == nil {
+		vary = VaryKind
+	}
+	if client.GRPC && o.FailurePercentage == nil {
+		return vary
+	}
+	out := &cluster.OutlierDetection{EnforcingSuccessRate: wrapperspb.UInt32(0)}
+	if o.Interval > 0 {
+		out.Interval = durationpb.New(o.Interval)
+	}
+	if o.BaseEjectionTime > 0 {
+		out.BaseEjectionTime = durationpb.New(o.BaseEjectionTime)
+	}
+	if o.MaxEjectionPercent > 0 {
+		out.MaxEjectionPercent = wrapperspb.UInt32(o.MaxEjectionPercent)
+	}
+	if v := o.FailurePercentage; v != nil {
+		out.FailurePercentageThreshold, out.EnforcingFailurePercentage = wrapperspb.UInt32(*v), enforcing(*v)
+	}
+	if client.GRPC {
+		c.OutlierDetection = out
+		return vary
+	}
+	if v := o.Consecutive5xx; v != nil {
+		out.Consecutive_5Xx, out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(*v), enforcing(*v)
+	}
+	if v := o.ConsecutiveGateway; v != nil {
+		out.ConsecutiveGatewayFailure, out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(*v), enforcing(*v)
+	}
+	if o.SplitLocalOrigin {
+		out.SplitExternalLocalOriginErrors = true
+		if v := o.ConsecutiveLocalOrigin; v != nil {
+			out.ConsecutiveLocalOriginFailure, out.EnforcingConsecutiveLocalOriginFailure = wrapperspb.UInt32(*v), enforcing(*v)
+		}
+		out.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
+	}
+	c.OutlierDetection = out
+	return vary
+}
+
+// enforcing is the enforcement percentage of an ejection check, as
+// Istio sets it: 100 when its threshold is set, 0 (off) when the
+// threshold is 0.
+func enforcing(threshold uint32) *wrapperspb.UInt32Value {
+	if threshold > 0 {
+		return wrapperspb.UInt32(100)
+	}
+	return wrapperspb.UInt32(0)
 }

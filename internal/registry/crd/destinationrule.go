@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
@@ -76,11 +78,15 @@ func (c *policyConverter) ignoreGRPC(path, why string) {
 	c.status.IgnoredGRPC = append(c.status.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
 }
 
+func (c *policyConverter) ignoreEnvoy(path, why string) {
+	c.status.IgnoredEnvoy = append(c.status.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
+}
+
 func (c *policyConverter) trafficPolicy(path string, p *apinetworking.TrafficPolicy) *model.TrafficPolicy {
 	if p == nil {
 		return nil
 	}
-	out := c.portPolicy(path, p.GetLoadBalancer(), p.GetConnectionPool())
+	out := c.portPolicy(path, p)
 	for i, pl := range p.GetPortLevelSettings() {
 		port := int32(pl.GetPort().GetNumber())
 		if port == 0 {
@@ -89,18 +95,26 @@ func (c *policyConverter) trafficPolicy(path string, p *apinetworking.TrafficPol
 		if out.PortLevel == nil {
 			out.PortLevel = map[int32]*model.TrafficPolicy{}
 		}
-		out.PortLevel[port] = c.portPolicy(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl.GetLoadBalancer(), pl.GetConnectionPool())
+		out.PortLevel[port] = c.portPolicy(fmt.Sprintf("%s.portLevelSettings[%d]", path, i), pl)
 	}
 	return out
 }
 
+// portSettings is what a policy and its portLevelSettings share.
+type portSettings interface {
+	GetLoadBalancer() *apinetworking.LoadBalancerSettings
+	GetConnectionPool() *apinetworking.ConnectionPoolSettings
+	GetOutlierDetection() *apinetworking.OutlierDetection
+}
+
 // portPolicy converts the fields a policy and its portLevelSettings
 // share.
-func (c *policyConverter) portPolicy(path string, lb *apinetworking.LoadBalancerSettings, pool *apinetworking.ConnectionPoolSettings) *model.TrafficPolicy {
+func (c *policyConverter) portPolicy(path string, p portSettings) *model.TrafficPolicy {
 	return &model.TrafficPolicy{
-		LoadBalancer:   convertLB(lb),
-		ConsistentHash: c.consistentHash(path+".loadBalancer.consistentHash", lb.GetConsistentHash()),
-		MaxRequests:    pool.GetHttp().GetHttp2MaxRequests(),
+		LoadBalancer:     convertLB(p.GetLoadBalancer()),
+		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", p.GetLoadBalancer().GetConsistentHash()),
+		MaxRequests:      p.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
+		OutlierDetection: c.outlierDetection(path+".outlierDetection", p.GetOutlierDetection()),
 	}
 }
 
@@ -162,4 +176,85 @@ func (c *policyConverter) consistentHash(path string, h *apinetworking.LoadBalan
 		return nil
 	}
 	return out
+}
+
+// Why gRPC clients do not get parts of outlierDetection.
+const (
+	grpcNoConsecutive = "grpc-go's outlier detection (gRFC A50) ejects by success rate or failure percentage, never by consecutive errors"
+	grpcNoEjection    = "gRPC clients get outlier detection only with failurePercentageThreshold, the one algorithm of this rule grpc-go has"
+)
+
+// outlierDetection converts outlierDetection. Envoy gets it as Istio's
+// cluster builder maps it (applyOutlierDetection), and
+// failurePercentageThreshold, which istiod does not map yet, as Envoy's
+// failure percentage ejection. grpc-go honours the failure percentage,
+// interval, base ejection time and maximum ejection percent with the
+// same meaning; the consecutive-error counts it has not.
+func (c *policyConverter) outlierDetection(path string, o *apinetworking.OutlierDetection) *model.OutlierDetection {
+	if o == nil {
+		return nil
+	}
+	out := &model.OutlierDetection{
+		Consecutive5xx:     optUint32(o.GetConsecutive_5XxErrors()),
+		ConsecutiveGateway: optUint32(o.GetConsecutiveGatewayErrors()),
+		SplitLocalOrigin:   o.GetSplitExternalLocalOriginErrors(),
+		FailurePercentage:  optUint32(o.GetFailurePercentageThreshold()),
+		Interval:           o.GetInterval().AsDuration(),
+		BaseEjectionTime:   o.GetBaseEjectionTime().AsDuration(),
+	}
+	if out.SplitLocalOrigin && o.GetConsecutiveLocalOriginFailures().GetValue() > 0 {
+		out.ConsecutiveLocalOrigin = optUint32(o.GetConsecutiveLocalOriginFailures())
+	}
+	if o.GetMaxEjectionPercent() > 0 {
+		out.MaxEjectionPercent = uint32(o.GetMaxEjectionPercent())
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"consecutive5xxErrors", out.Consecutive5xx != nil},
+		{"consecutiveGatewayErrors", out.ConsecutiveGateway != nil},
+		{"splitExternalLocalOriginErrors", out.SplitLocalOrigin},
+	} {
+		if f.set {
+			c.ignoreGRPC(path+"."+f.name, grpcNoConsecutive)
+		}
+	}
+	if out.FailurePercentage == nil {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"interval", o.GetInterval() != nil},
+			{"baseEjectionTime", o.GetBaseEjectionTime() != nil},
+			{"maxEjectionPercent", out.MaxEjectionPercent > 0},
+		} {
+			if f.set {
+				c.ignoreGRPC(path+"."+f.name, grpcNoEjection)
+			}
+		}
+	}
+	if o.GetMinHealthPercent() > 0 {
+		c.ignoreEnvoy(path+".minHealthPercent", "meshpilot sends endpoints that are not ready with their health, so Envoy's panic threshold stays 0, as istiod keeps it for services whose unready endpoints it sends")
+		c.ignoreGRPC(path+".minHealthPercent", "grpc-go has no panic threshold")
+	}
+	if len(o.GetOutlierDetectionHttpErrorCodes()) > 0 {
+		c.ignoreEnvoy(path+".outlierDetectionHttpErrorCodes", "not generated yet")
+		c.ignoreGRPC(path+".outlierDetectionHttpErrorCodes", "grpc-go counts failed RPCs, not HTTP status codes")
+	}
+	if o.GetConsecutiveErrors() != 0 { //nolint:staticcheck // deprecated: reported, as istiod ignores it
+		why := "deprecated and ignored by istiod: use consecutive5xxErrors"
+		c.ignoreEnvoy(path+".consecutiveErrors", why)
+		c.ignoreGRPC(path+".consecutiveErrors", why)
+	}
+	return out
+}
+
+// optUint32 reads an optional count: nil when unset.
+func optUint32(w *wrapperspb.UInt32Value) *uint32 {
+	if w == nil {
+		return nil
+	}
+	v := w.GetValue()
+	return &v
 }

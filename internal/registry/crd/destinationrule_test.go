@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
@@ -76,6 +77,59 @@ func TestConvertConsistentHash(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got.Policy.ConsistentHash, tc.want) {
 				t.Errorf("got %+v, want %+v", got.Policy.ConsistentHash, tc.want)
+			}
+		})
+	}
+}
+
+// TestConvertOutlierDetection: outlierDetection converted field by field,
+// and what gRPC clients and Envoy do not get, by field path.
+func TestConvertOutlierDetection(t *testing.T) {
+	const path = "spec.trafficPolicy.outlierDetection"
+	u32 := func(v uint32) *uint32 { return &v }
+	paths := func(fs []configstatus.Field) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		desc      string
+		in        *apinetworking.OutlierDetection
+		want      *model.OutlierDetection
+		wantGRPC  []string
+		wantEnvoy []string
+	}{
+		{"consecutive errors: nothing for gRPC",
+			&apinetworking.OutlierDetection{Consecutive_5XxErrors: wrapperspb.UInt32(5), ConsecutiveGatewayErrors: wrapperspb.UInt32(0),
+				Interval: durationpb.New(10 * time.Second), MaxEjectionPercent: 50},
+			&model.OutlierDetection{Consecutive5xx: u32(5), ConsecutiveGateway: u32(0), Interval: 10 * time.Second, MaxEjectionPercent: 50},
+			[]string{path + ".consecutive5xxErrors", path + ".consecutiveGatewayErrors", path + ".interval", path + ".maxEjectionPercent"}, nil},
+		{"failure percentage: gRPC gets it with its timing",
+			&apinetworking.OutlierDetection{FailurePercentageThreshold: wrapperspb.UInt32(50), BaseEjectionTime: durationpb.New(time.Minute)},
+			&model.OutlierDetection{FailurePercentage: u32(50), BaseEjectionTime: time.Minute}, nil, nil},
+		{"local origin errors",
+			&apinetworking.OutlierDetection{SplitExternalLocalOriginErrors: true, ConsecutiveLocalOriginFailures: wrapperspb.UInt32(3), FailurePercentageThreshold: wrapperspb.UInt32(50)},
+			&model.OutlierDetection{SplitLocalOrigin: true, ConsecutiveLocalOrigin: u32(3), FailurePercentage: u32(50)},
+			[]string{path + ".splitExternalLocalOriginErrors"}, nil},
+		{"minHealthPercent, error codes and the deprecated count are reported",
+			&apinetworking.OutlierDetection{FailurePercentageThreshold: wrapperspb.UInt32(50), MinHealthPercent: 30,
+				OutlierDetectionHttpErrorCodes: []uint32{500}, ConsecutiveErrors: 4},
+			&model.OutlierDetection{FailurePercentage: u32(50)},
+			[]string{path + ".minHealthPercent", path + ".outlierDetectionHttpErrorCodes", path + ".consecutiveErrors"},
+			[]string{path + ".minHealthPercent", path + ".outlierDetectionHttpErrorCodes", path + ".consecutiveErrors"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, status := ConvertDestinationRule(drWithPolicy(&apinetworking.TrafficPolicy{OutlierDetection: tc.in}), "")
+			if got == nil {
+				t.Fatalf("refused: %+v", status.Refused)
+			}
+			if !reflect.DeepEqual(got.Policy.OutlierDetection, tc.want) {
+				t.Errorf("got %+v, want %+v", got.Policy.OutlierDetection, tc.want)
+			}
+			if g, e := paths(status.IgnoredGRPC), paths(status.IgnoredEnvoy); !reflect.DeepEqual(g, tc.wantGRPC) || !reflect.DeepEqual(e, tc.wantEnvoy) {
+				t.Errorf("ignored for gRPC %v, for Envoy %v; want %v, %v", g, e, tc.wantGRPC, tc.wantEnvoy)
 			}
 		})
 	}
