@@ -183,6 +183,10 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	if istio.policies != nil {
 		ps = istio.policies
 	}
+	var rs server.RouteSource
+	if istio.routes != nil {
+		rs = istio.routes
+	}
 	srv, err := server.New(server.Options{
 		Sources:      []aggregate.Source{source},
 		DomainSuffix: f.domainSuffix,
@@ -202,6 +206,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Mesh:                  mesh,
 		Policies:              ps,
 		ConfigStatus:          istio.status,
+		Routes:                rs,
 	})
 	if err != nil {
 		return err

@@ -77,9 +77,18 @@ type Options struct {
 	// ConfigStatus, when set, is what became of each Istio object, shown
 	// on /debug/configz and counted by the config_objects metric.
 	ConfigStatus *configstatus.Reporter
+	// Routes, when set, holds the VirtualServices generators apply; a
+	// change is pushed as the model.VirtualServiceKey of its hosts.
+	Routes RouteSource
 	// Debounce shapes pushes.
 	Debounce push.Options
 	Logger   *slog.Logger
+}
+
+// RouteSource is a model.RouteIndex that reports its changes.
+type RouteSource interface {
+	model.RouteIndex
+	AppendEventHandler(model.EventHandler)
 }
 
 // PolicySource is a model.PolicyIndex that reports its changes.
@@ -137,6 +146,7 @@ func New(opts Options) (*Server, error) {
 		DomainSuffix: opts.DomainSuffix,
 		Mesh:         opts.Mesh,
 		Policies:     policyIndex(opts.Policies),
+		Routes:       routeIndex(opts.Routes),
 		Ready:        s.ready,
 		Logger:       opts.Logger,
 		Observer:     opts.Metrics,
@@ -149,6 +159,9 @@ func New(opts Options) (*Server, error) {
 	opts.Mesh.AppendEventHandler(s.onEvent)
 	if opts.Policies != nil {
 		opts.Policies.AppendEventHandler(s.onEvent)
+	}
+	if opts.Routes != nil {
+		opts.Routes.AppendEventHandler(s.onEvent)
 	}
 
 	grpcOpts := []grpc.ServerOption{
@@ -261,6 +274,14 @@ func (s *Server) httpHandler() http.Handler {
 	mux.Handle("/v3/discovery:listeners", rest)
 	mux.Handle("/v3/discovery:routes", rest)
 	return mux
+}
+
+// routeIndex keeps a nil RouteSource a nil interface.
+func routeIndex(r RouteSource) model.RouteIndex {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
 // policyIndex keeps a nil PolicySource a nil interface.

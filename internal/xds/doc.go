@@ -16,7 +16,8 @@
 //     the FQDN or "<name>", "<name>.<namespace>", "<name>.<namespace>.svc"
 //     relative to the client's namespace. It is an API listener whose
 //     HttpConnectionManager takes route configuration
-//     "outbound|<port>||<FQDN>" over ADS and ends with the router filter.
+//     "outbound|<port>||<FQDN>" over ADS and ends with the fault filter
+//     (which a route's VirtualService configures) and the router filter.
 //   - Listener "xds.istio.io/grpc/lds/inbound/<ip>:<port>", what a gRPC
 //     xDS server listening on that address asks for (gRFC A36;
 //     listener_inbound.go): as istiod builds it, the name's address and
@@ -33,7 +34,18 @@
 //     attempts: none), and the hash policy of the consistent hash of the
 //     host's DestinationRule (policy.go, hashPolicy). It depends on
 //     model.MeshRetryKey, so a change of that setting regenerates every
-//     route, and on the host's model.DestinationRuleKey.
+//     route, and on the host's model.DestinationRuleKey. When a
+//     VirtualService routes the host for the client (model.RouteIndex,
+//     route_vs.go) its routes come instead, one per match: weighted
+//     clusters "outbound|<port>|<subset>|<FQDN>", the timeout (as
+//     max_stream_duration for gRPC clients, as timeout for Envoy, as
+//     istiod does), retries over the default, fault injection as the fault
+//     filter's per-route config, the hash policy of each destination's
+//     DestinationRule. Such a route depends on the host's
+//     model.VirtualServiceKey and varies by client kind (and namespace
+//     when VirtualServices of several namespaces could apply); a
+//     VirtualService gRPC clients cannot honour leaves them the default
+//     route.
 //   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
 //     healthy panic threshold of 0; for an ExternalName service
 //     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name

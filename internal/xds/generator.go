@@ -124,6 +124,10 @@ type GeneratorOptions struct {
 	// host follows; nil: none does. What reads it depends on the host's
 	// model.DestinationRuleKey.
 	Policies model.PolicyIndex
+	// Routes answers which VirtualService a client's traffic to a host
+	// follows; nil: none does. What reads it depends on the host's
+	// model.VirtualServiceKey.
+	Routes model.RouteIndex
 }
 
 var defaultMesh = model.DefaultMeshSettings()

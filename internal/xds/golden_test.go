@@ -52,7 +52,10 @@ type goldenInput struct {
 	// DestinationRules are Istio's objects, converted as the Kubernetes
 	// source converts them; rootNamespace is goldenRootNamespace.
 	DestinationRules []*networkingv1.DestinationRule `json:"destinationRules"`
-	Clients          []goldenClient                  `json:"clients"`
+	// VirtualServices are Istio's, converted as the Kubernetes source
+	// converts them.
+	VirtualServices []*networkingv1.VirtualService `json:"virtualServices"`
+	Clients         []goldenClient                 `json:"clients"`
 }
 
 // goldenRootNamespace is the root namespace of golden cases, Istio's
@@ -66,6 +69,11 @@ func loadPolicies(t testing.TB, in *goldenInput, suffix string) model.PolicyInde
 	if len(in.DestinationRules) == 0 {
 		return nil
 	}
+	return model.NewStaticPolicies(goldenRootNamespace, goldenRules(t, in, suffix))
+}
+
+func goldenRules(t testing.TB, in *goldenInput, suffix string) []*model.DestinationRule {
+	t.Helper()
 	var rules []*model.DestinationRule
 	for _, dr := range in.DestinationRules {
 		r, status := crd.ConvertDestinationRule(dr, suffix)
@@ -75,7 +83,37 @@ func loadPolicies(t testing.TB, in *goldenInput, suffix string) model.PolicyInde
 		}
 		rules = append(rules, r)
 	}
-	return model.NewStaticPolicies(goldenRootNamespace, rules)
+	return rules
+}
+
+// loadRoutes converts a golden input's VirtualServices, checking their
+// subsets against its DestinationRules; nil without any. A refused one
+// fails the case: golden inputs show what is applied.
+func loadRoutes(t testing.TB, in *goldenInput, suffix string) model.RouteIndex {
+	t.Helper()
+	if len(in.VirtualServices) == 0 {
+		return nil
+	}
+	rules := goldenRules(t, in, suffix)
+	defined := func(h model.Hostname, subset string) bool {
+		for _, r := range rules {
+			if r.Host == h && r.Subset(subset) != nil {
+				return true
+			}
+		}
+		return false
+	}
+	var vss []*model.VirtualService
+	for _, obj := range in.VirtualServices {
+		vs, status := crd.ConvertVirtualService(obj, crd.ConvertOptions{DomainSuffix: suffix, SubsetDefined: defined})
+		if status.Refused != nil {
+			t.Fatalf("VirtualService %s/%s is refused: %s: %s", obj.Namespace, obj.Name, status.Refused.Path, status.Refused.Why)
+		}
+		if vs != nil {
+			vss = append(vss, vs)
+		}
+	}
+	return model.NewStaticRoutes(vss)
 }
 
 type goldenClient struct {
@@ -217,6 +255,7 @@ func TestGolden(t *testing.T) {
 		g := &servedModel{NewServer(Options{
 			Discovery: loadModel(t, &in, model.DefaultDomainSuffix),
 			Policies:  loadPolicies(t, &in, model.DefaultDomainSuffix),
+			Routes:    loadRoutes(t, &in, model.DefaultDomainSuffix),
 		})}
 		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
 		for _, c := range in.Clients {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	router "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -65,7 +66,7 @@ func (g *listenerGenerator) Generate(c *Client, name string) Result {
 
 // buildListener is an API listener whose HttpConnectionManager takes the
 // route configuration of the service port over ADS and ends with the
-// router filter, as grpc-go requires.
+// router filter, as grpc-go requires, after the fault filter.
 func buildListener(name string, host model.Hostname, port int32) *listener.Listener {
 	rc := model.ClusterName(port, "", host)
 	m := &hcm.HttpConnectionManager{
@@ -75,7 +76,7 @@ func buildListener(name string, host model.Hostname, port int32) *listener.Liste
 			ConfigSource:    adsSource,
 			RouteConfigName: rc,
 		}},
-		HttpFilters: []*hcm.HttpFilter{routerFilter},
+		HttpFilters: []*hcm.HttpFilter{faultFilter, routerFilter},
 	}
 	a, err := anypb.New(m)
 	if err != nil {
@@ -85,6 +86,14 @@ func buildListener(name string, host model.Hostname, port int32) *listener.Liste
 		Name:        name,
 		ApiListener: &listener.ApiListener{ApiListener: a},
 	}
+}
+
+// faultFilter applies the fault injection of a route's VirtualService
+// (typed_per_filter_config); empty, it injects nothing. It comes before
+// the router, as in istiod's listeners for gRPC clients.
+var faultFilter = &hcm.HttpFilter{
+	Name:       faultFilterName,
+	ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&fault.HTTPFault{})},
 }
 
 var routerFilter = func() *hcm.HttpFilter {

@@ -14,9 +14,11 @@ const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
 // routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
 // one virtual host whose domains are the forms a client may use for the
-// service, routing "/" to the cluster of the same name with istiod's
-// default retry policy, or the mesh settings' (DefaultHTTPRetry), and
-// the hash policy of the host's DestinationRule (hashPolicy).
+// service, with the routes of the VirtualService the client follows
+// (route_vs.go), or else one routing "/" to the cluster of the same name
+// with istiod's default retry policy, or the mesh settings'
+// (DefaultHTTPRetry), and the hash policy of the host's DestinationRule
+// (hashPolicy).
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
@@ -31,22 +33,34 @@ func (g *routeGenerator) Generate(c *Client, name string) Result {
 		return Result{Deps: deps}
 	}
 	deps = append(deps, model.MeshRetryKey)
-	rule, deps, vary := g.ruleFor(c, svc, deps)
-	policy, _ := rule.PolicyFor(port, "")
-	hash, hashVary := hashPolicy(policy, c)
-	return Result{Deps: deps, Vary: vary | hashVary, Resource: &route.RouteConfiguration{
+	vs, deps, vary := g.virtualService(c, svc, deps)
+	var routes []*route.Route
+	if vs != nil {
+		var v Vary
+		routes, deps, v = g.vsRoutes(c, svc, port, vs, deps)
+		vary |= v
+	}
+	if len(routes) == 0 {
+		rule, ruleDeps, ruleVary := g.ruleFor(c, svc, deps)
+		deps = ruleDeps
+		policy, _ := rule.PolicyFor(port, "")
+		hash, hashVary := hashPolicy(policy, c)
+		vary |= ruleVary | hashVary
+		routes = []*route.Route{{
+			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &route.Route_Route{Route: &route.RouteAction{
+				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
+				RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
+				HashPolicy:       hash,
+			}},
+		}}
+	}
+	return Result{Deps: deps, Vary: vary, Resource: &route.RouteConfiguration{
 		Name: name,
 		VirtualHosts: []*route.VirtualHost{{
 			Name:    string(svc.Hostname) + ":" + strconv.Itoa(int(port)),
 			Domains: model.VirtualHostDomains(svc, g.suffix(), port),
-			Routes: []*route.Route{{
-				Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
-				Action: &route.Route_Route{Route: &route.RouteAction{
-					ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
-					RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
-					HashPolicy:       hash,
-				}},
-			}},
+			Routes:  routes,
 		}},
 		ValidateClusters: wrapperspb.Bool(false),
 	}}

@@ -33,6 +33,9 @@ type Options struct {
 	// Policies answers which DestinationRule applies to a client's
 	// traffic; nil: none. A change is pushed as model.DestinationRuleKey.
 	Policies model.PolicyIndex
+	// Routes answers which VirtualService applies to a client's traffic
+	// to a host; nil: none does.
+	Routes model.RouteIndex
 	// Ready reports whether the model is complete. Until it is, new xDS
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
@@ -93,7 +96,7 @@ func NewServer(opts Options) *Server {
 		watches: newWatchIndex(),
 		tracker: newClientTracker(opts.Observer),
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh, Policies: opts.Policies})
+	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}

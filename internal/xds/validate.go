@@ -6,6 +6,8 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -37,6 +39,31 @@ func Validate(m proto.Message) error {
 		return validateServerListener(r)
 	case *cluster.Cluster:
 		return validateProtocolOptions(r.GetTypedExtensionProtocolOptions())
+	case *route.RouteConfiguration:
+		return validateRouteFilterConfigs(r)
+	}
+	return nil
+}
+
+// validateRouteFilterConfigs checks the routes' typed_per_filter_config:
+// the only filter meshpilot configures per route is the fault filter,
+// which takes an HTTPFault.
+func validateRouteFilterConfigs(rc *route.RouteConfiguration) error {
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			for name, a := range r.GetTypedPerFilterConfig() {
+				if name != faultFilterName {
+					return fmt.Errorf("route %q: typed_per_filter_config for unknown filter %q", r.GetName(), name)
+				}
+				var f fault.HTTPFault
+				if err := a.UnmarshalTo(&f); err != nil {
+					return fmt.Errorf("route %q: %s: %w", r.GetName(), name, err)
+				}
+				if err := f.ValidateAll(); err != nil {
+					return fmt.Errorf("route %q: %s: %w", r.GetName(), name, err)
+				}
+			}
+		}
 	}
 	return nil
 }

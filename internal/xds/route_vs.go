@@ -1,0 +1,285 @@
+package xds
+
+import (
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	commonfault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
+	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// faultFilterName names the fault filter in a listener's filters and in a
+// route's typed_per_filter_config: grpc-go applies a route's fault
+// config to the filter of that name.
+const faultFilterName = "envoy.filters.http.fault"
+
+// virtualService returns the VirtualService a client follows to a
+// service, adding its key to deps and what the answer varies by. A
+// VirtualService gRPC clients cannot honour (NotForGRPC) is not theirs:
+// nil for them.
+func (g *routeGenerator) virtualService(c *Client, svc *model.Service, deps []model.ConfigKey) (*model.VirtualService, []model.ConfigKey, Vary) {
+	if g.Routes == nil {
+		return nil, deps, 0
+	}
+	deps = append(deps, model.VirtualServiceKey(svc.Hostname))
+	vs, byClient := g.Routes.VirtualServiceFor(svc.Hostname, c.Namespace)
+	var vary Vary
+	if byClient {
+		vary = VaryNamespace
+	}
+	if vs == nil {
+		return nil, deps, vary
+	}
+	// gRPC clients and Envoy get a VirtualService's routes in two forms
+	// (the timeout), or one of them not at all.
+	vary |= VaryKind
+	if c.GRPC && vs.NotForGRPC != "" {
+		return nil, deps, vary
+	}
+	return vs, deps, vary
+}
+
+// vsRoutes builds a VirtualService's routes for one port of a service, as
+// istiod does for a sidecar's or a proxyless client's outbound route:
+// one route per match, in order. None when no route applies to the port,
+// and then the service's default route stands.
+func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs *model.VirtualService, deps []model.ConfigKey) ([]*route.Route, []model.ConfigKey, Vary) {
+	var (
+		out  []*route.Route
+		vary Vary
+	)
+	for i := range vs.HTTP {
+		hr := &vs.HTTP[i]
+		var action *route.Route
+		matches := hr.Match
+		if len(matches) == 0 {
+			matches = []model.HTTPMatch{{}}
+		}
+		for j := range matches {
+			m := &matches[j]
+			if m.Port != 0 && m.Port != port {
+				continue
+			}
+			if action == nil {
+				var v Vary
+				action, deps, v = g.vsAction(c, svc, port, hr, deps)
+				vary |= v
+			}
+			r := &route.Route{
+				Name:                 action.Name,
+				Match:                routeMatch(m),
+				Action:               action.Action,
+				TypedPerFilterConfig: action.TypedPerFilterConfig,
+			}
+			out = append(out, r)
+		}
+	}
+	return out, deps, vary
+}
+
+// vsAction builds what a route does (its Match left empty), shared by the
+// routes of its matches.
+func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr *model.HTTPRoute, deps []model.ConfigKey) (*route.Route, []model.ConfigKey, Vary) {
+	out := &route.Route{Name: hr.Name}
+	var vary Vary
+	if hr.Fault != nil {
+		out.TypedPerFilterConfig = map[string]*anypb.Any{faultFilterName: mustAny(faultConfig(hr.Fault))}
+	}
+	switch {
+	case hr.Redirect != nil:
+		out.Action = redirectAction(hr.Redirect)
+		return out, deps, vary
+	case hr.DirectResponse != nil && len(hr.Route) == 0:
+		out.Action = &route.Route_DirectResponse{DirectResponse: &route.DirectResponseAction{
+			Status: hr.DirectResponse.Status,
+			Body:   &core.DataSource{Specifier: &core.DataSource_InlineString{InlineString: hr.DirectResponse.Body}},
+		}}
+		return out, deps, vary
+	}
+	a := &route.RouteAction{}
+	// to adds a destination's hash policy to the route, as istiod does
+	// (LookupHash): the consistent hash of the rule the client follows
+	// to the destination, for its port and subset.
+	to := func(d model.RouteDestination) string {
+		name, p, dst, ds := g.destinationCluster(svc, port, d, deps)
+		deps = ds
+		if dst != nil {
+			rule, ds, v := g.ruleFor(c, dst, deps)
+			deps = ds
+			policy, _ := rule.PolicyFor(p, d.Subset)
+			hash, hv := hashPolicy(policy, c)
+			a.HashPolicy = append(a.HashPolicy, hash...)
+			vary |= v | hv
+		}
+		return name
+	}
+	if len(hr.Route) == 1 {
+		a.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: to(hr.Route[0])}
+	} else {
+		wc := &route.WeightedCluster{}
+		for _, d := range hr.Route {
+			if d.Weight == 0 {
+				// As istiod: a destination without weight among others
+				// gets nothing (grpc-go would skip it too).
+				continue
+			}
+			wc.Clusters = append(wc.Clusters, &route.WeightedCluster_ClusterWeight{Name: to(d), Weight: wrapperspb.UInt32(uint32(d.Weight))})
+		}
+		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
+	}
+	setTimeout(a, hr.Timeout, c.GRPC)
+	retries := hr.Retries
+	if retries == nil {
+		retries = g.mesh().DefaultHTTPRetry
+	}
+	a.RetryPolicy = retryPolicy(retries)
+	out.Action = &route.Route_Route{Route: a}
+	return out, deps, vary
+}
+
+// setTimeout sets a route's timeout as istiod does: for gRPC clients as
+// max_stream_duration (grpc-go reads nothing else), for Envoy as the
+// route timeout and the grpc-timeout header's maximum; 0 is none.
+func setTimeout(a *route.RouteAction, d time.Duration, grpc bool) {
+	t := durationpb.New(d)
+	if grpc {
+		a.MaxStreamDuration = &route.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
+		return
+	}
+	a.Timeout = t
+	a.MaxGrpcTimeout = t //nolint:staticcheck // istiod still sets it: max_stream_duration regressed in Envoy
+}
+
+// destinationCluster names the cluster of a destination,
+// "outbound|<port>|<subset>|<host>", and returns its port and service
+// (nil when the host is not a service). Without a port, Istio takes the
+// destination service's only port, else the route's; looking at another
+// service makes the route depend on its definition.
+func (g *routeGenerator) destinationCluster(svc *model.Service, port int32, d model.RouteDestination, deps []model.ConfigKey) (string, int32, *model.Service, []model.ConfigKey) {
+	dst := svc
+	if d.Host != svc.Hostname {
+		deps = append(deps, model.ServiceKey(d.Host))
+		dst = g.Discovery.GetService(d.Host)
+	}
+	p := d.Port
+	if p == 0 {
+		p = port
+		if dst != nil && dst != svc && len(dst.Ports) == 1 {
+			p = dst.Ports[0].Port
+		}
+	}
+	return model.ClusterName(p, d.Subset, d.Host), p, dst, deps
+}
+
+// routeMatch converts a match as istiod does; a gRPC method's path is
+// "/pkg.Service/Method".
+func routeMatch(m *model.HTTPMatch) *route.RouteMatch {
+	out := &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}}
+	if u := m.URI; u != nil {
+		switch u.Kind {
+		case model.MatchExact:
+			out.PathSpecifier = &route.RouteMatch_Path{Path: u.Value}
+		case model.MatchPrefix:
+			out.PathSpecifier = &route.RouteMatch_Prefix{Prefix: u.Value}
+		case model.MatchRegex:
+			out.PathSpecifier = &route.RouteMatch_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: u.Value}}
+		}
+	}
+	if m.IgnoreURICase {
+		out.CaseSensitive = wrapperspb.Bool(false)
+	}
+	for _, h := range m.Headers {
+		hm := &route.HeaderMatcher{Name: h.Name, InvertMatch: h.Invert}
+		if h.Kind == model.MatchPresent {
+			hm.HeaderMatchSpecifier = &route.HeaderMatcher_PresentMatch{PresentMatch: true}
+		} else {
+			hm.HeaderMatchSpecifier = &route.HeaderMatcher_StringMatch{StringMatch: stringMatcher(h.StringMatch)}
+			// As istiod: a request without the header does not
+			// match the condition, so it meets an inverted one.
+			hm.TreatMissingHeaderAsEmpty = h.Invert
+		}
+		out.Headers = append(out.Headers, hm)
+	}
+	for _, q := range m.QueryParams {
+		qm := &route.QueryParameterMatcher{Name: q.Name}
+		if q.Kind == model.MatchPresent {
+			qm.QueryParameterMatchSpecifier = &route.QueryParameterMatcher_PresentMatch{PresentMatch: true}
+		} else {
+			qm.QueryParameterMatchSpecifier = &route.QueryParameterMatcher_StringMatch{StringMatch: stringMatcher(q.StringMatch)}
+		}
+		out.QueryParameters = append(out.QueryParameters, qm)
+	}
+	return out
+}
+
+func stringMatcher(s model.StringMatch) *matcher.StringMatcher {
+	switch s.Kind {
+	case model.MatchPrefix:
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: s.Value}}
+	case model.MatchRegex:
+		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: s.Value}}}
+	}
+	return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s.Value}}
+}
+
+// faultConfig is a route's fault filter config as istiod writes it:
+// percentages in millionths.
+func faultConfig(f *model.HTTPFault) *fault.HTTPFault {
+	out := &fault.HTTPFault{}
+	if d := f.Delay; d != nil {
+		out.Delay = &commonfault.FaultDelay{
+			FaultDelaySecifier: &commonfault.FaultDelay_FixedDelay{FixedDelay: durationpb.New(d.Fixed)},
+			Percentage:         millionths(d.Percent),
+		}
+	}
+	if a := f.Abort; a != nil {
+		out.Abort = &fault.FaultAbort{Percentage: millionths(a.Percent)}
+		if a.GRPC {
+			out.Abort.ErrorType = &fault.FaultAbort_GrpcStatus{GrpcStatus: a.Code}
+		} else {
+			out.Abort.ErrorType = &fault.FaultAbort_HttpStatus{HttpStatus: a.Code}
+		}
+	}
+	return out
+}
+
+func millionths(percent float64) *typev3.FractionalPercent {
+	return &typev3.FractionalPercent{Numerator: uint32(percent * 10000), Denominator: typev3.FractionalPercent_MILLION}
+}
+
+// redirectAction is a redirect route's action (Envoy only).
+func redirectAction(r *model.HTTPRedirect) *route.Route_Redirect {
+	a := &route.RedirectAction{HostRedirect: r.Authority}
+	if r.URI != "" {
+		a.PathRewriteSpecifier = &route.RedirectAction_PathRedirect{PathRedirect: r.URI}
+	}
+	switch r.Code {
+	case 302:
+		a.ResponseCode = route.RedirectAction_FOUND
+	case 303:
+		a.ResponseCode = route.RedirectAction_SEE_OTHER
+	case 307:
+		a.ResponseCode = route.RedirectAction_TEMPORARY_REDIRECT
+	case 308:
+		a.ResponseCode = route.RedirectAction_PERMANENT_REDIRECT
+	}
+	return &route.Route_Redirect{Redirect: a}
+}
+
+// mustAny wraps a message that always marshals (a well-formed one).
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
