@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,8 @@ func main() {
 }
 
 // run executes the command line and returns the exit code. A command's
-// error is printed once, as "meshpilot: <error>", and gives exit code 1.
+// error is printed once, as "meshpilot: <error>", and gives exit code 1,
+// or the error's own ExitCode.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand()
 	root.SetArgs(args)
@@ -32,6 +34,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "meshpilot: %v\n", err)
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			return coded.ExitCode()
+		}
 		return 1
 	}
 	return 0

@@ -36,10 +36,19 @@ A "-" means the client never asked for that type.
 
 "status services" lists the services meshpilot knows, with their endpoints.
 
+"status config" prints, as istioctl analyze does, one line per problem of
+the Istio objects meshpilot read: "Error [refused]" for an object not
+applied (its last good version stays in force), "Info [ignored-for-grpc]"
+and "Info [ignored-for-envoy]" for a field a kind of client does not get,
+each with the object, the field and why; then a summary. It exits with
+code 79 when an object is refused (as istioctl analyze does when it finds
+issues), 1 when the server cannot be read, else 0.
+
 --server is the address of meshpilot's debug pages: its --http-addr, or its
 --debug-addr when set.`,
 		Example: `  meshpilot status --server http://127.0.0.1:15014
-  meshpilot status --server http://127.0.0.1:15014 services`,
+  meshpilot status --server http://127.0.0.1:15014 services
+  meshpilot status --server http://127.0.0.1:15014 config`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var clients []debug.SyncStatus
@@ -65,6 +74,18 @@ A "-" means the client never asked for that type.
 				return err
 			}
 			return printServices(cmd.OutOrStdout(), svcs, eps)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "config",
+		Short: "Print the problems of the Istio objects meshpilot read, as istioctl analyze does; exit 79 when one is refused",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var z debug.Configz
+			if err := getJSON(cmd.Context(), f, "/debug/configz", &z); err != nil {
+				return err
+			}
+			return printConfigProblems(cmd.OutOrStdout(), z.Objects)
 		},
 	})
 	return cmd
