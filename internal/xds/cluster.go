@@ -20,7 +20,9 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 
 // clusterGenerator builds the cluster "outbound|<port>|<subset>|<FQDN>":
 // an EDS cluster over ADS with round robin, or for a DNS alias
-// (ExternalName) a LOGICAL_DNS cluster pointing at the external name,
+// (ExternalName; a DNS ServiceEntry, whose external name is its host) a
+// LOGICAL_DNS cluster pointing at the external name, or, when it has
+// none, at its endpoints (resolveEndpointNames),
 // with the traffic policy of the DestinationRule the client follows
 // (applyTrafficPolicy). A subset cluster exists when that rule defines
 // the subset. gRPC clients ignore the fields only Envoy reads
@@ -45,6 +47,19 @@ func (g *clusterGenerator) Generate(c *Client, name string) Result {
 		return Result{Deps: deps, Vary: vary}
 	}
 	cl := buildCluster(name, svc, key.Port)
+	if svc.Resolution == model.DNSAlias && svc.ExternalName == "" {
+		// A DNS ServiceEntry with endpoints: the cluster carries them
+		// (cluster_dns.go), and differs by client kind.
+		deps = append(deps, model.EndpointsKey(svc.Hostname))
+		var selector model.Labels
+		if s := rule.Subset(key.Subset); s != nil {
+			selector = s.Labels
+		}
+		if !resolveEndpointNames(cl, g.Discovery.Endpoints(svc.Hostname, key.Port, selector), c.GRPC) {
+			return Result{Deps: deps, Vary: vary}
+		}
+		vary |= VaryKind
+	}
 	vary |= applyTrafficPolicy(cl, policy, c)
 	return Result{Deps: deps, Resource: cl, Vary: vary}
 }

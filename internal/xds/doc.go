@@ -47,9 +47,12 @@
 //     VirtualService gRPC clients cannot honour leaves them the default
 //     route.
 //   - Cluster "outbound|<port>||<FQDN>": EDS over ADS, round robin, with a
-//     healthy panic threshold of 0; for an ExternalName service
-//     (model.DNSAlias) a LOGICAL_DNS cluster pointing at the external name
-//     and the service port. Ports that speak HTTP/2 (gRPC, gRPC-Web, HTTP2)
+//     healthy panic threshold of 0; for an ExternalName service or a DNS
+//     ServiceEntry without endpoints (model.DNSAlias) a LOGICAL_DNS
+//     cluster pointing at the external name and the service port; for a
+//     DNS ServiceEntry with endpoints (cluster_dns.go) STRICT_DNS over them
+//     for Envoy and LOGICAL_DNS to the first for gRPC clients (grpc-go has
+//     no STRICT_DNS), depending on the host's endpoints. Ports that speak HTTP/2 (gRPC, gRPC-Web, HTTP2)
 //     carry explicit HTTP/2 upstream options for Envoy. The DestinationRule
 //     the client follows (model.PolicyIndex: its namespace's rule, else the
 //     service's namespace's, else the root namespace's, each if exported
@@ -63,8 +66,8 @@
 //     not in wildcard lists yet.
 //   - ClusterLoadAssignment (a subset's: the endpoints its labels
 //     select): one locality entry per region/zone/subzone,
-//     weighted by its number of HEALTHY endpoints, each endpoint with its
-//     health; an address:port appears once. A locality with no HEALTHY
+//     weighted by its number of HEALTHY endpoints (their weights, when
+//     WorkloadEntries set them), each endpoint with its health and weight; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to
 //     Envoy: then one resource name has two variants, one per client
 //     kind; otherwise both kinds share one.

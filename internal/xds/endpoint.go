@@ -23,7 +23,9 @@ const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAs
 // the service port does not exist or the service is a DNS alias (its
 // cluster carries its address itself).
 //
-// A locality's load_balancing_weight is its number of HEALTHY endpoints:
+// A locality's load_balancing_weight is its number of HEALTHY endpoints
+// (the sum of their weights, when WorkloadEntries set them, as Istio sums
+// them):
 // grpc-go (and gRPC's other xDS clients) pick a locality by weight alone,
 // then skip its endpoints that are not HEALTHY, so a weight that counted
 // DRAINING or UNHEALTHY endpoints would send the locality's few ready
@@ -85,14 +87,22 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 			groups[gk] = grp
 			order = append(order, grp)
 		}
-		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, &endpoint.LbEndpoint{
+		lb := &endpoint.LbEndpoint{
 			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 				Address: socketAddress(ep.Address, ep.Port),
 			}},
 			HealthStatus: healthStatus(ep.Health),
-		})
+		}
+		weight := uint32(1)
+		if ep.Weight > 0 {
+			// A WorkloadEntry's weight: the endpoint's share, and its
+			// share of the locality's weight, as Istio sums them.
+			weight = ep.Weight
+			lb.LoadBalancingWeight = wrapperspb.UInt32(weight)
+		}
+		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, lb)
 		if ep.Health == model.Healthy {
-			grp.healthy++
+			grp.healthy += weight
 		}
 	}
 	slices.SortFunc(order, func(a, b *localityGroup) int {
@@ -210,7 +220,7 @@ type addrPort struct {
 type localityGroup struct {
 	lle      *endpoint.LocalityLbEndpoints
 	priority uint32
-	healthy  uint32 // its HEALTHY endpoints: the locality's weight
+	healthy  uint32 // the weights of its HEALTHY endpoints (1 each unless set): the locality's weight
 	sortKey  string // "region/zone/subzone", computed once for sorting
 }
 

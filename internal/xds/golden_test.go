@@ -2,6 +2,7 @@ package xds
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
+	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
 )
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
@@ -39,7 +41,9 @@ type goldenInput struct {
 		// "PreferSameZone", "PreferSameNode" or empty.
 		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
 		TrafficDistribution   string `json:"trafficDistribution"`
-		Endpoints             []struct {
+		// Selector is a Kubernetes Service's: it selects WorkloadEntries.
+		Selector  model.Labels `json:"selector"`
+		Endpoints []struct {
 			Address  string       `json:"address"`
 			Port     uint32       `json:"port"`
 			PortName string       `json:"portName"`
@@ -55,7 +59,12 @@ type goldenInput struct {
 	// VirtualServices are Istio's, converted as the Kubernetes source
 	// converts them.
 	VirtualServices []*networkingv1.VirtualService `json:"virtualServices"`
-	Clients         []goldenClient                 `json:"clients"`
+	// ServiceEntries and WorkloadEntries are Istio's objects, served by
+	// their registry (registry/serviceentry) as a source after the
+	// services above, as serve places it.
+	ServiceEntries  []*networkingv1.ServiceEntry  `json:"serviceEntries"`
+	WorkloadEntries []*networkingv1.WorkloadEntry `json:"workloadEntries"`
+	Clients         []goldenClient                `json:"clients"`
 }
 
 // goldenRootNamespace is the root namespace of golden cases, Istio's
@@ -170,6 +179,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			Ports:        s.Ports,
 			ClusterIPs:   s.ClusterIPs,
 			ExternalName: s.ExternalName,
+			Selector:     s.Selector,
 		}
 		switch s.Resolution {
 		case "", "ClientSideLB":
@@ -215,6 +225,21 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			eps = append(eps, ep)
 		}
 		st.Update(svc, eps)
+	}
+	if len(in.ServiceEntries)+len(in.WorkloadEntries) > 0 {
+		var kube serviceentry.Services
+		if len(sources) > 0 {
+			kube = sources[0].Controller
+		}
+		reg := serviceentry.New(&goldenIstioStore{in: in}, serviceentry.Options{DomainSuffix: suffix, Services: kube})
+		// With its context ended, Run reads what the store holds and
+		// returns.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := reg.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sources = append(sources, aggregate.Source{Name: "serviceentries", Controller: reg})
 	}
 	if len(sources) == 1 {
 		return sources[0].Controller
@@ -306,4 +331,49 @@ func TestGolden(t *testing.T) {
 			cases.Check(t, filepath.Join(name, ty.file+".json"), append(b, '\n'))
 		}
 	})
+}
+
+// goldenIstioStore is the crd.Store of a golden input's Istio objects: it
+// never changes, so it has no events.
+type goldenIstioStore struct{ in *goldenInput }
+
+func (s *goldenIstioStore) ServiceEntries() []*networkingv1.ServiceEntry { return s.in.ServiceEntries }
+func (s *goldenIstioStore) WorkloadEntries() []*networkingv1.WorkloadEntry {
+	return s.in.WorkloadEntries
+}
+func (s *goldenIstioStore) DestinationRules() []*networkingv1.DestinationRule {
+	return s.in.DestinationRules
+}
+func (s *goldenIstioStore) VirtualServices() []*networkingv1.VirtualService {
+	return s.in.VirtualServices
+}
+
+func (s *goldenIstioStore) ServiceEntry(ns, name string) *networkingv1.ServiceEntry {
+	return named(s.in.ServiceEntries, ns, name)
+}
+
+func (s *goldenIstioStore) WorkloadEntry(ns, name string) *networkingv1.WorkloadEntry {
+	return named(s.in.WorkloadEntries, ns, name)
+}
+
+func (s *goldenIstioStore) DestinationRule(ns, name string) *networkingv1.DestinationRule {
+	return named(s.in.DestinationRules, ns, name)
+}
+
+func (s *goldenIstioStore) VirtualService(ns, name string) *networkingv1.VirtualService {
+	return named(s.in.VirtualServices, ns, name)
+}
+func (s *goldenIstioStore) AppendEventHandler(crd.EventHandler) {}
+
+func named[T interface {
+	GetNamespace() string
+	GetName() string
+}](objs []T, ns, name string) T {
+	for _, o := range objs {
+		if o.GetNamespace() == ns && o.GetName() == name {
+			return o
+		}
+	}
+	var zero T
+	return zero
 }

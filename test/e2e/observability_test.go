@@ -47,17 +47,20 @@ type running struct {
 }
 
 // startObserved runs meshpilot in-process on loopback, watching ns only,
-// with its metrics wired to the registry as meshpilot serve does.
+// with its metrics wired to the registry as meshpilot serve does. Without
+// o.Sources it builds the Kubernetes registry of ns.
 func startObserved(t *testing.T, ns string, o server.Options) *running {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := metrics.New()
-	reg, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log,
-		QueueMetrics: m.WorkqueueProvider(), OnInformerEvent: m.InformerEvent})
-	if err != nil {
-		t.Fatal(err)
+	if len(o.Sources) == 0 {
+		reg, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log,
+			QueueMetrics: m.WorkqueueProvider(), OnInformerEvent: m.InformerEvent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Sources = []aggregate.Source{{Name: "kubernetes", Controller: reg}}
 	}
-	o.Sources = []aggregate.Source{{Name: "kubernetes", Controller: reg}}
 	o.Metrics, o.Logger = m, log
 	o.XDSAddr, o.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	srv, err := server.New(o)

@@ -26,17 +26,28 @@ import (
 )
 
 // startPolicies runs the Istio registry of ns with its DestinationRule
-// view, as meshpilot serve wires it. The Istio CRDs are installed first.
-// This file's tests come after the deploy test, which needs the API
-// server without them at its start.
+// view, as meshpilot serve wires it.
 func startPolicies(t *testing.T, ns string) *crd.Policies {
+	t.Helper()
+	var policies *crd.Policies
+	runIstio(t, ns, func(store crd.Store) {
+		policies = crd.NewPolicies(store, crd.PolicyOptions{RootNamespace: "istio-system"})
+	})
+	return policies
+}
+
+// runIstio runs the Istio registry of ns until the test ends, with the
+// consumers attach builds from it before it runs, as serve does. The
+// Istio CRDs are installed first. The tests that use it come after the
+// deploy test, which needs the API server without them at its start.
+func runIstio(t *testing.T, ns string, attach func(crd.Store)) {
 	t.Helper()
 	env.InstallIstioCRDs(t)
 	reg, err := crd.NewForConfig(env.Config, crd.Options{Namespaces: []string{ns}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := crd.NewPolicies(reg, crd.PolicyOptions{RootNamespace: "istio-system"})
+	attach(reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- reg.Run(ctx) }()
@@ -46,7 +57,6 @@ func startPolicies(t *testing.T, ns string) *crd.Policies {
 			t.Errorf("istio registry: %v", err)
 		}
 	})
-	return policies
 }
 
 // TestDestinationRuleSubsetsFromKubernetes: with a real API server and
