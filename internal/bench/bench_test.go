@@ -250,3 +250,65 @@ func TestChurnCountsMisses(t *testing.T) {
 		t.Fatalf("pairs %d, misses %d, per change %+v; want 2 pairs, 1 miss, [-1 8]", r.Pairs, r.Misses, r.PerChange)
 	}
 }
+
+// TestSmallRunWithTrafficRules runs the benchmark with a DestinationRule
+// and a weighted VirtualService per service: clients converge on the
+// subset clusters, and every route weight change reaches every
+// subscribed client.
+func TestSmallRunWithTrafficRules(t *testing.T) {
+	cfg := Defaults()
+	cfg.Services, cfg.Namespaces, cfg.Endpoints = 4, 2, 2
+	cfg.Clients, cfg.PerClient = 3, 2
+	cfg.Changes, cfg.Rate = 3, 20
+	cfg.Nodes = 3
+	cfg.Timeout = 5 * time.Minute
+	cfg.Settle = 200 * time.Millisecond
+	cfg.Prefix = "rules"
+	cfg.TrafficRules = true
+	cfg.Env = env
+	cfg.MeshpilotArgs = []string{"--debounce-after=50ms"}
+	var log bytes.Buffer
+	cfg.Log = &log
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
+	}
+	// 2 namespaces + 3 nodes + 4 services + 8 pods (create and status) +
+	// 4 slices + a DestinationRule and a VirtualService per service.
+	if want := int64(2 + 3 + 4 + 2*8 + 4 + 2*4); res.Setup.Writes != want {
+		t.Errorf("setup writes = %d, want %d", res.Setup.Writes, want)
+	}
+	rc := res.RouteChurn
+	if rc == nil {
+		t.Fatal("no route churn result")
+	}
+	if rc.Changes != 3 || rc.Misses != 0 || rc.Pairs < 3 || rc.Pairs > 9 {
+		t.Errorf("route churn: %+v, want 3 changes, 3 to 9 pairs, no misses", *rc)
+	}
+	for _, ch := range rc.PerChange {
+		if !strings.Contains(ch.Address, "outbound|7070||") || !strings.Contains(ch.Address, "#") {
+			t.Errorf("route change record %+v does not name a route and its weights", ch)
+		}
+	}
+	if res.Churn == nil || res.Churn.Misses != 0 {
+		t.Errorf("endpoint churn with subsets: %+v, want no misses", res.Churn)
+	}
+	var phases []string
+	for _, p := range res.Phases {
+		phases = append(phases, p.Name)
+	}
+	if want := []string{"sync", "converged", "settled", "churn", "route-churn"}; !slices.Equal(phases, want) {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	if !strings.Contains(sum.String(), "route weights (") {
+		t.Errorf("summary lacks the route weights line:\n%s", sum.String())
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
+	}
+}
