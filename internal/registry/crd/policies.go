@@ -81,7 +81,7 @@ func (p *Policies) onEvent(ev Event) {
 	if ev.Kind != DestinationRule {
 		return
 	}
-	ref := configstatus.Ref{Kind: string(DestinationRule), Namespace: ev.Namespace, Name: ev.Name}
+	ref := Ref(p.reg, DestinationRule, ev.Namespace, ev.Name)
 	var now *model.DestinationRule
 	if obj := p.reg.DestinationRule(ev.Namespace, ev.Name); obj != nil {
 		var status configstatus.Status

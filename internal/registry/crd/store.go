@@ -2,6 +2,8 @@ package crd
 
 import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 )
 
 // Store is where the conversions of the Istio kinds read their objects:
@@ -25,3 +27,22 @@ type Store interface {
 }
 
 var _ Store = (*Registry)(nil)
+
+// Locator is what a Store offers when its objects come from files (a
+// folder's manifests): where each object was read, so that a report on
+// it (configstatus.Ref.Where) leads to the line to fix.
+type Locator interface {
+	// Where returns "<file>:<line> (document <n>)" for an object the
+	// store holds, else "".
+	Where(kind Kind, namespace, name string) string
+}
+
+// Ref names an object of store for its status, with where it was read
+// when the store is a Locator.
+func Ref(store Store, kind Kind, namespace, name string) configstatus.Ref {
+	ref := configstatus.Ref{Kind: string(kind), Namespace: namespace, Name: name}
+	if l, ok := store.(Locator); ok {
+		ref.Where = l.Where(kind, namespace, name)
+	}
+	return ref
+}
