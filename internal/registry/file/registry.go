@@ -15,6 +15,13 @@
 // file with any problem is reported with its document and field, and its
 // last good content stays in force; other files are not affected. Objects
 // defined in two files are reported and the first, in path order, wins.
+//
+// The Istio objects in force are a crd.Store (Istio, istio.go): the
+// consumers of a cluster's Istio objects read a folder's the same way,
+// and each reload emits an event for every Istio object it added,
+// changed, moved or removed. The store is a crd.Locator, so that a
+// consumer's status report on an object names its file, line and
+// document.
 package file
 
 import (
@@ -38,6 +45,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
@@ -77,6 +85,7 @@ type Registry struct {
 	unwatchable map[string]bool // folders whose watch failed, logged once
 
 	view     atomic.Pointer[view]
+	istio    *IstioStore
 	mu       sync.Mutex // guards problems
 	problems []Problem
 	reloads  atomic.Uint64
@@ -100,6 +109,8 @@ type view struct {
 	pods       map[string]*kubeconv.PodInfo // "<namespace>/<name>"
 	podsByIP   map[string][]*kubeconv.PodInfo
 	nodes      map[string]*corev1.Node
+	// istio holds the Istio objects by kind and "<namespace>/<name>".
+	istio map[crd.Kind]map[string]*Object
 }
 
 // New checks the folder and builds a Registry; Run reads and watches it.
@@ -135,6 +146,7 @@ func New(opts Options) (*Registry, error) {
 		unwatchable: map[string]bool{},
 	}
 	r.view.Store(&view{})
+	r.istio = &IstioStore{r: r}
 	return r, nil
 }
 
@@ -333,9 +345,11 @@ func (r *Registry) reload(w *fsnotify.Watcher, observed time.Time) {
 			}
 		}
 	})
+	before := r.view.Load()
 	problems := r.compose(order)
 	r.report(order, problems)
 	r.updateModel(observed)
+	r.istio.notify(before, r.view.Load())
 }
 
 // compose decides what each file contributes, applying the checks that
@@ -415,6 +429,7 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		pods:       map[string]*kubeconv.PodInfo{},
 		podsByIP:   map[string][]*kubeconv.PodInfo{},
 		nodes:      map[string]*corev1.Node{},
+		istio:      map[crd.Kind]map[string]*Object{},
 	}
 	first := map[objectKey]*Object{}
 	var pods []*corev1.Pod
@@ -453,6 +468,14 @@ func (v *view) add(o *Object) {
 		v.slices[key] = append(v.slices[key], obj)
 	case *corev1.Node:
 		v.nodes[obj.Name] = obj
+	default:
+		if _, ok := istioKinds[o.Kind]; ok {
+			k := crd.Kind(o.Kind)
+			if v.istio[k] == nil {
+				v.istio[k] = map[string]*Object{}
+			}
+			v.istio[k][o.Namespace+"/"+o.Name] = o
+		}
 	}
 }
 

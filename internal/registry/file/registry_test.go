@@ -34,6 +34,13 @@ type harness struct {
 // start runs a registry on dir until the test ends.
 func start(t *testing.T, dir string, opts Options) *harness {
 	t.Helper()
+	return startWith(t, dir, opts, nil)
+}
+
+// startWith is start, with beforeRun called on the registry before it
+// runs (to append handlers).
+func startWith(t *testing.T, dir string, opts Options, beforeRun func(*Registry)) *harness {
+	t.Helper()
 	h := &harness{t: t, dir: dir, logs: testutil.NewLines(), events: make(chan model.Event, 1000)}
 	opts.Dir = dir
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -43,6 +50,9 @@ func start(t *testing.T, dir string, opts Options) *harness {
 	}
 	h.reg = reg
 	reg.AppendEventHandler(func(ev model.Event) { h.events <- ev })
+	if beforeRun != nil {
+		beforeRun(reg)
+	}
 	t.Cleanup(func() { // runs after the registry has stopped
 		if t.Failed() {
 			t.Logf("registry log:\n%s", h.logs.String())
