@@ -146,6 +146,7 @@ func countKind(objs []*unstructured.Unstructured, kind string) int {
 // forbidden error, and start watching Istio's traffic rules when their
 // CRDs are installed while it runs.
 func TestDeployManifests(t *testing.T) {
+	useOwnAPIServer(t)
 	objs := readManifests(t)
 	for _, want := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service"} {
 		if n := countKind(objs, want); n != 1 {
@@ -223,6 +224,28 @@ func TestDeployManifests(t *testing.T) {
 	if strings.Contains(strings.ToLower(out.String()), "forbidden") {
 		t.Fatalf("meshpilot met a forbidden error with the deploy/ RBAC:\n%s", out.String())
 	}
+}
+
+// useOwnAPIServer points the package's env at an API server of the
+// test's own until it ends. The deploy command must work on an empty
+// cluster and meshpilot must see Istio's CRDs arrive while it runs, so
+// the test cannot share the package's API server, where other tests
+// install those CRDs and leave objects behind in whatever order they
+// run. e2e tests never run in parallel, so swapping env is safe.
+func useOwnAPIServer(t *testing.T) {
+	t.Helper()
+	own, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := env
+	env = own
+	t.Cleanup(func() {
+		env = shared
+		if err := own.Stop(); err != nil {
+			t.Errorf("stopping the test's own API server: %v", err)
+		}
+	})
 }
 
 // theDeployment reads deploy/'s Deployment back from the API server and
