@@ -116,7 +116,7 @@ func Register(mux *http.ServeMux, o Options) {
 		writeJSON(w, dump)
 	})
 	mux.HandleFunc("GET /debug/configz", func(w http.ResponseWriter, _ *http.Request) {
-		mesh := meshconfig.Default().Status()
+		mesh := meshconfig.Default().Status("")
 		if o.Mesh != nil {
 			mesh = o.Mesh()
 		}

@@ -66,7 +66,7 @@ func TestConfigMap(t *testing.T) {
 	if n := events.Load(); n != 3 {
 		t.Errorf("%d change events, want 3 (attempts 1, 0, the defaults)", n)
 	}
-	if st := w.Status(); st.Source != "configmap "+ns+"/istio" || st.Mesh != nil {
+	if st := w.Status(""); st.Source != "configmap "+ns+"/istio" || st.Mesh != nil {
 		t.Errorf("status %+v, want the ConfigMap as source and no mesh config in force", st)
 	}
 }

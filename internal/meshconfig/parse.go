@@ -48,6 +48,7 @@ var honoured = map[string]bool{
 	"trustDomain":                                     true,
 	"trustDomainAliases":                              true,
 	"rootNamespace":                                   true,
+	"serviceSettings":                                 true,
 }
 
 // Parse reads a MeshConfig in YAML or JSON, as Istio does
@@ -105,6 +106,11 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 		}
 		out.RootNamespace = ns
 	}
+	ss, err := serviceSettingsOf(mesh.GetServiceSettings())
+	if err != nil {
+		return nil, err
+	}
+	out.ServiceSettings = ss
 	if p := mesh.GetDefaultHttpRetryPolicy(); p != nil {
 		r, err := ConvertHTTPRetry(p)
 		if err != nil {

@@ -60,6 +60,22 @@ trustDomainAliases: [old.example.org, Legacy.Example., cluster.local]
 		{desc: "root namespace", in: "rootNamespace: istio-system", want: model.MeshSettings{RootNamespace: "istio-system"}},
 		{desc: "an empty root namespace is unset", in: `rootNamespace: ""`},
 		{desc: "bad root namespace", in: "rootNamespace: Istio_System", err: `rootNamespace: "Istio_System" is not a namespace name`},
+		{
+			desc: "service settings",
+			in: `
+serviceSettings:
+- settings: {clusterLocal: true}
+  hosts: ["*.shop.svc.cluster.local", "api.example.com"]
+- settings: {}
+  hosts: ["*"]
+`,
+			want: model.MeshSettings{ServiceSettings: []model.ServiceSettings{
+				{Hosts: []model.Hostname{"*.shop.svc.cluster.local", "api.example.com"}, ClusterLocal: true},
+				{Hosts: []model.Hostname{"*"}},
+			}},
+		},
+		{desc: "a bad service settings host", in: `serviceSettings: [{hosts: ["a.*.com"]}]`, err: "serviceSettings[0].hosts[0]: "},
+		{desc: "an empty service settings host", in: `serviceSettings: [{hosts: [ok.com]}, {hosts: [""]}]`, err: "serviceSettings[1].hosts[0]: empty"},
 		{desc: "bad alias", in: "trustDomainAliases: [ok.org, bad_one.org]", err: "trustDomainAliases[1]: "},
 		{desc: "empty alias", in: `trustDomainAliases: [""]`, err: "trustDomainAliases[0]: empty"},
 		{

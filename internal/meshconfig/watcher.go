@@ -60,6 +60,9 @@ type Status struct {
 	// Refused is why the latest config was refused, when it was; the
 	// config in force is then the last good one.
 	Refused string `json:"refused,omitempty"`
+	// ClusterLocalHosts is which hosts are cluster-local
+	// (serviceSettings with Istio's defaults), most specific first.
+	ClusterLocalHosts model.ClusterLocalHosts `json:"clusterLocalHosts"`
 }
 
 // Default returns a Watcher that follows nothing: Istio's default mesh.
@@ -84,12 +87,17 @@ func (w *Watcher) Mesh() *model.MeshSettings {
 	return w.state.settings
 }
 
-// Status returns the config in force and what was ignored or refused.
-func (w *Watcher) Status() Status {
+// Status returns the config in force and what was ignored or refused;
+// domainSuffix ends the hostnames of services, for the defaults of the
+// cluster-local table ("cluster.local" when empty).
+func (w *Watcher) Status(domainSuffix string) Status {
 	w.mu.Lock()
 	st := w.state
 	w.mu.Unlock()
-	out := Status{Source: w.source, Ignored: []string{}, Refused: st.refused}
+	out := Status{
+		Source: w.source, Ignored: []string{}, Refused: st.refused,
+		ClusterLocalHosts: st.settings.ClusterLocalHosts(domainSuffix),
+	}
 	if st.config != nil {
 		out.Mesh = protoJSON(st.config.Mesh)
 		out.Ignored = st.config.Ignored

@@ -133,7 +133,7 @@ func TestFileReload(t *testing.T) {
 		return strings.Contains(l, "mesh config refused") && strings.Contains(l, "source=\"file "+path+"\"") &&
 			strings.Contains(l, "defaultHttpRetryPolicy.attempts")
 	})
-	if st := w.Status(); w.Mesh().DefaultHTTPRetry.Attempts != 0 || !strings.Contains(st.Refused, "defaultHttpRetryPolicy.attempts") {
+	if st := w.Status(""); w.Mesh().DefaultHTTPRetry.Attempts != 0 || !strings.Contains(st.Refused, "defaultHttpRetryPolicy.attempts") {
 		t.Errorf("after a bad file: settings %+v, status %+v; want the last good one in force and the refusal shown", w.Mesh().DefaultHTTPRetry, st)
 	}
 
@@ -142,7 +142,7 @@ func TestFileReload(t *testing.T) {
 	if n := events.Load(); n != 2 {
 		t.Errorf("%d change events, want 2 (attempts 0, then 4)\n%s", n, lines)
 	}
-	if st := w.Status(); st.Refused != "" || !slices.Equal(st.Ignored, []string{"enableTracing"}) {
+	if st := w.Status(""); st.Refused != "" || !slices.Equal(st.Ignored, []string{"enableTracing"}) {
 		t.Errorf("status %+v, want enableTracing ignored and no refusal", st)
 	}
 
@@ -153,7 +153,7 @@ func TestFileReload(t *testing.T) {
 	if n := events.Load(); n != 2 {
 		t.Errorf("%d change events after a change of ignored fields, want still 2", n)
 	}
-	if st := w.Status(); !slices.Equal(st.Ignored, []string{"accessLogFile", "enableTracing"}) {
+	if st := w.Status(""); !slices.Equal(st.Ignored, []string{"accessLogFile", "enableTracing"}) {
 		t.Errorf("ignored %q, want accessLogFile and enableTracing", st.Ignored)
 	}
 }
@@ -217,8 +217,14 @@ func TestFileReloadReportsChangedParts(t *testing.T) {
 			check: func(m *model.MeshSettings) bool { return m.RootNamespace == "istio-system" },
 		},
 		{
+			desc: "service settings", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\nrootNamespace: istio-system\n" +
+				"serviceSettings: [{settings: {clusterLocal: true}, hosts: ['*.shop.svc.cluster.local']}]\n",
+			want:  []model.ConfigKey{model.MeshServiceSettingsKey},
+			check: func(m *model.MeshSettings) bool { return m.ClusterLocal("cart.shop.svc.cluster.local", "") },
+		},
+		{
 			desc: "back to the defaults: every part", content: "",
-			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey, model.MeshRootNamespaceKey},
+			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey, model.MeshRootNamespaceKey, model.MeshServiceSettingsKey},
 			check: func(m *model.MeshSettings) bool {
 				return m.TrustDomain == model.DefaultTrustDomain && m.DefaultHTTPRetry == nil
 			},

@@ -29,6 +29,9 @@ type MeshSettings struct {
 	// whole mesh; "" leaves the choice to the reader (meshpilot: its
 	// system namespace).
 	RootNamespace string
+	// ServiceSettings are MeshConfig's serviceSettings, in order; see
+	// ClusterLocalHosts.
+	ServiceSettings []ServiceSettings
 }
 
 // DefaultMeshSettings returns Istio's default mesh.
@@ -72,6 +75,9 @@ var (
 	// MeshRootNamespaceKey is RootNamespace. No generator reads it: the
 	// policy index does, and reports the rules whose choice it changes.
 	MeshRootNamespaceKey = ConfigKey{Kind: KindMeshConfig, Name: "rootNamespace"}
+	// MeshServiceSettingsKey is ServiceSettings: which hosts are
+	// cluster-local. Nothing reads it while meshpilot serves one cluster.
+	MeshServiceSettingsKey = ConfigKey{Kind: KindMeshConfig, Name: "serviceSettings"}
 )
 
 // meshParts says which fields of MeshSettings make up each part.
@@ -84,6 +90,7 @@ var meshParts = []struct {
 		return a.TrustDomain == b.TrustDomain && reflect.DeepEqual(a.TrustDomainAliases, b.TrustDomainAliases)
 	}},
 	{MeshRootNamespaceKey, func(a, b *MeshSettings) bool { return a.RootNamespace == b.RootNamespace }},
+	{MeshServiceSettingsKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.ServiceSettings, b.ServiceSettings) }},
 }
 
 // MeshKeys returns the keys of the parts of the settings that differ

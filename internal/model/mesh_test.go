@@ -25,6 +25,7 @@ func TestMeshKeys(t *testing.T) {
 		{"trust domain", def, with(func(m *MeshSettings) { m.TrustDomain = "example.org" }), []ConfigKey{MeshTrustDomainKey}},
 		{"alias", def, with(func(m *MeshSettings) { m.TrustDomainAliases = []string{"old.org"} }), []ConfigKey{MeshTrustDomainKey}},
 		{"root namespace", def, with(func(m *MeshSettings) { m.RootNamespace = "istio-system" }), []ConfigKey{MeshRootNamespaceKey}},
+		{"service settings", def, with(func(m *MeshSettings) { m.ServiceSettings = []ServiceSettings{{ClusterLocal: true}} }), []ConfigKey{MeshServiceSettingsKey}},
 		{"both", def, with(func(m *MeshSettings) {
 			m.TrustDomain = "example.org"
 			m.DefaultHTTPRetry = &HTTPRetry{}

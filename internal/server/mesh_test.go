@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // TestMeshConfigFileReload edits the mesh config file of a running server:
 // the route a client holds changes its retry policy, and /debug/configz
-// shows the config in force, its source and the fields ignored.
+// shows the config in force, its source, the fields ignored and the
+// cluster-local hosts.
 func TestMeshConfigFileReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mesh.yaml")
 	write := func(s string) {
@@ -58,7 +61,7 @@ func TestMeshConfigFileReload(t *testing.T) {
 	}
 	c.WaitUntil("the route with 3 retries", func() bool { return c.RouteConfiguration(name) != nil && retries() == 3 })
 
-	write("defaultHttpRetryPolicy: {attempts: 0}\nenableTracing: true\n")
+	write("defaultHttpRetryPolicy: {attempts: 0}\nenableTracing: true\nserviceSettings: [{settings: {clusterLocal: true}, hosts: ['*.shop.svc.cluster.local']}]\n")
 	c.WaitUntil("the route without retries", func() bool { return retries() == 0 })
 
 	resp, err := http.Get("http://" + s.HTTPAddr() + "/debug/configz")
@@ -72,5 +75,13 @@ func TestMeshConfigFileReload(t *testing.T) {
 	}
 	if z.MeshConfig.Source != "file "+path || !slices.Equal(z.MeshConfig.Ignored, []string{"enableTracing"}) || z.MeshConfig.Mesh == nil {
 		t.Errorf("/debug/configz mesh config %+v, want the file, its config and enableTracing ignored", z.MeshConfig)
+	}
+	wantLocal := model.ClusterLocalHosts{
+		{Host: "kubernetes.default.svc.cluster.local", ClusterLocal: true, Default: true},
+		{Host: "*.kube-system.svc.cluster.local", ClusterLocal: true, Default: true},
+		{Host: "*.shop.svc.cluster.local", ClusterLocal: true},
+	}
+	if !reflect.DeepEqual(z.MeshConfig.ClusterLocalHosts, wantLocal) {
+		t.Errorf("/debug/configz cluster-local hosts %+v, want %+v", z.MeshConfig.ClusterLocalHosts, wantLocal)
 	}
 }

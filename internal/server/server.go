@@ -220,7 +220,7 @@ func (s *Server) ready() bool { return s.synced() && !s.draining.Load() }
 func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSynced() }
 
 func (s *Server) debugOptions() debug.Options {
-	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: s.mesh.Status, Objects: s.opts.ConfigStatus.List}
+	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List}
 }
 
 // DebugAddr is the address of the debug port; empty when the debug pages

@@ -165,7 +165,7 @@ func TestMeshConfigSelectorsLive(t *testing.T) {
 	// A bad selector is refused: the last good ones stay, nothing moves.
 	write("discoverySelectors: [{matchExpressions: [{key: tier, operator: Equals, values: [back]}]}]")
 	testenv.Eventually(t, "the refusal", func() (bool, string) {
-		st := w.Status()
+		st := w.Status("")
 		return strings.Contains(st.Refused, "discoverySelectors[0].matchExpressions[0].operator"), st.Refused
 	})
 	for _, ns := range []string{front, back, db} {
