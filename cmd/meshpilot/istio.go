@@ -9,6 +9,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
+	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
 )
 
 // istioServing is what serve builds from the Istio kinds of a crd.Store,
@@ -20,13 +21,19 @@ type istioServing struct {
 	routes *crd.Routes
 	// status is what became of each object, recorded by every consumer.
 	status *configstatus.Reporter
+	// serviceEntries is the services of the ServiceEntries and the
+	// WorkloadEntries' endpoints: a source of the aggregate after the
+	// Kubernetes (or file) registry, whose definitions win on a shared
+	// hostname, as in Istio.
+	serviceEntries *serviceentry.Registry
 }
 
 // istioConsumers builds every consumer of store's Istio objects, the same
 // for a cluster and for --from; they record each object's status in one
-// Reporter, which logs refusals to log. Consumers append event handlers
-// to store and mesh, so call it before they run.
-func istioConsumers(store crd.Store, mesh crd.MeshSource, f serveFlags, log *slog.Logger) istioServing {
+// Reporter, which logs refusals to log. services are the Kubernetes
+// Services whose selectors pick WorkloadEntries. Consumers append event
+// handlers to store, mesh and services, so call it before they run.
+func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, log *slog.Logger) istioServing {
 	status := configstatus.NewReporter()
 	status.SetLogger(log)
 	// Istio's root namespace, whose rules apply mesh-wide, is its system
@@ -37,6 +44,9 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, f serveFlags, log *slo
 		policies: policies,
 		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status}),
 		status:   status,
+		serviceEntries: serviceentry.New(store, serviceentry.Options{
+			DomainSuffix: f.domainSuffix, Services: services, Reporter: status,
+		}),
 	}
 }
 
@@ -44,7 +54,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, f serveFlags, log *slo
 // registry until ctx ends; the returned function waits for it to stop.
 // It does not hold readiness back: rules that arrive later are pushed
 // like any change, and without the CRDs it logs once and waits for them.
-func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
 	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
@@ -53,7 +63,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource
 	if err != nil {
 		return istioServing{}, nil, err
 	}
-	istio = istioConsumers(reg, mesh, f, log)
+	istio = istioConsumers(reg, mesh, services, f, log)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -165,7 +165,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	reg.SetMeshDiscoverySelectors(mesh.DiscoverySelectors())
 	mesh.AppendSelectorHandler(reg.SetMeshDiscoverySelectors)
 	istioCtx, stopIstio := context.WithCancel(ctx)
-	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, mesh, f, log, m)
+	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, mesh, reg, f, log, m)
 	if err != nil {
 		stopIstio()
 		return err
@@ -187,8 +187,12 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	if istio.routes != nil {
 		rs = istio.routes
 	}
+	sources := []aggregate.Source{source}
+	if istio.serviceEntries != nil {
+		sources = append(sources, aggregate.Source{Name: "serviceentries", Controller: istio.serviceEntries})
+	}
 	srv, err := server.New(server.Options{
-		Sources:      []aggregate.Source{source},
+		Sources:      sources,
 		DomainSuffix: f.domainSuffix,
 		XDSAddr:      f.xdsAddr,
 		HTTPAddr:     f.httpAddr,

@@ -45,7 +45,7 @@ func startServiceEntries(t *testing.T, ns string) *entries {
 	status := configstatus.NewReporter()
 	var se *serviceentry.Registry
 	runIstio(t, ns, func(store crd.Store) {
-		se = serviceentry.New(store, serviceentry.Options{Services: k, Reporter: status, Logger: log})
+		se = serviceentry.New(store, serviceentry.Options{Services: k, Reporter: status})
 	})
 	srv := startObserved(t, ns, server.Options{Sources: []aggregate.Source{
 		{Name: "kubernetes", Controller: k}, {Name: "serviceentries", Controller: se},

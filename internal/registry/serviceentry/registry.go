@@ -3,9 +3,7 @@ package serviceentry
 import (
 	"cmp"
 	"context"
-	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 
@@ -33,10 +31,9 @@ type Options struct {
 	// Services, when set, are the Kubernetes Services whose selectors
 	// pick WorkloadEntries of their namespace as endpoints, as in Istio.
 	Services Services
-	// Reporter records what became of each object; nil records nothing.
+	// Reporter records what became of each object (and logs refusals);
+	// nil records nothing.
 	Reporter *configstatus.Reporter
-	// Logger logs refusals, one line each; slog.Default() when nil.
-	Logger *slog.Logger
 }
 
 // Registry is the services of a crd.Store's ServiceEntries, with the
@@ -50,7 +47,6 @@ type Options struct {
 type Registry struct {
 	store crd.Store
 	opts  Options
-	log   *slog.Logger
 
 	// own holds the services the ServiceEntries define and their
 	// endpoints.
@@ -67,10 +63,11 @@ type Registry struct {
 	// version of each), by namespace/name.
 	entries   map[string]*entry
 	workloads map[string]*workload
-	// convStatus is each object's conversion status; status what was
-	// last reported (conversion and rebuild together), both by Ref.
+	// convStatus is each object's conversion status; reported the
+	// objects whose status (conversion and rebuild together) the
+	// Reporter holds.
 	convStatus map[configstatus.Ref]configstatus.Status
-	status     map[configstatus.Ref]configstatus.Status
+	reported   map[configstatus.Ref]bool
 	// served are the hostnames in own; foreign those in selected.
 	served  map[model.Hostname]bool
 	foreign map[model.Hostname]bool
@@ -83,13 +80,12 @@ func New(store crd.Store, opts Options) *Registry {
 	r := &Registry{
 		store:      store,
 		opts:       opts,
-		log:        cmp.Or(opts.Logger, slog.Default()),
 		own:        model.NewStore(),
 		selected:   model.NewStore(),
 		entries:    map[string]*entry{},
 		workloads:  map[string]*workload{},
 		convStatus: map[configstatus.Ref]configstatus.Status{},
-		status:     map[configstatus.Ref]configstatus.Status{},
+		reported:   map[configstatus.Ref]bool{},
 		served:     map[model.Hostname]bool{},
 		foreign:    map[model.Hostname]bool{},
 	}
@@ -269,26 +265,19 @@ func (r *Registry) workloadsByNamespace() map[string][]*workload {
 	return out
 }
 
-// report records each object's status where it changed, with one log
-// line for each refusal, and forgets the objects that are gone.
+// report records each object's status (the Reporter logs refusals and
+// ignores a status set again unchanged) and forgets the objects that are
+// gone.
 func (r *Registry) report(st map[configstatus.Ref]configstatus.Status) {
-	for ref := range r.status {
+	for ref := range r.reported {
 		if _, ok := st[ref]; !ok {
 			r.opts.Reporter.Delete(ref)
-			delete(r.status, ref)
+			delete(r.reported, ref)
 		}
 	}
 	for _, ref := range slices.SortedFunc(maps.Keys(st), compareRef) {
-		s := st[ref]
-		if old, ok := r.status[ref]; ok && reflect.DeepEqual(old, s) {
-			continue
-		}
-		r.status[ref] = s
-		r.opts.Reporter.Set(ref, s)
-		if s.Refused != nil {
-			r.log.Warn("Istio object refused; its last good version stays in force",
-				"kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "field", s.Refused.Path, "reason", s.Refused.Why)
-		}
+		r.opts.Reporter.Set(ref, st[ref])
+		r.reported[ref] = true
 	}
 }
 

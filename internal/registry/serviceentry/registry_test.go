@@ -2,8 +2,6 @@ package serviceentry
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -139,7 +137,7 @@ func addrs(eps []*model.Endpoint) []string {
 func newRegistry(t *testing.T, kube *model.Store) (*memStore, *Registry, *events, *configstatus.Reporter) {
 	t.Helper()
 	store, rep := newMemStore(), configstatus.NewReporter()
-	opts := Options{Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := Options{Reporter: rep}
 	if kube != nil {
 		opts.Services = kube
 	}
