@@ -160,6 +160,13 @@ func TestVirtualServiceWithGRPCClients(t *testing.T) {
 	})
 
 	t.Run("a header routes to a subset", func(t *testing.T) {
+		// From every RPC on v2 to untagged RPCs on v1: a round of them
+		// all on v1 is the header route in force, never the split's luck.
+		istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v2}`)
+		grpctest.AwaitSpread(t, cc, v2)
 		istio.virtualService(t, "reviews", `  hosts: [reviews]
   http:
   - match:
