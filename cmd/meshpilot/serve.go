@@ -59,9 +59,12 @@ The cluster comes from --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
 else the in-cluster service account.
 
 With --from DIR, serve reads Kubernetes manifests (Namespace, Service,
-EndpointSlice, Pod, Node; YAML or JSON) from DIR and its subfolders instead
-of a cluster, and follows every saved change. A broken file is logged with
-its document and field; its last good content stays in force.
+EndpointSlice, Pod, Node, and Istio's DestinationRule, VirtualService,
+ServiceEntry and WorkloadEntry; YAML or JSON) from DIR and its subfolders
+instead of a cluster, and follows every saved change. A broken file is
+logged with its document and field; its last good content stays in force.
+An Istio object refused as it would be in a cluster is reported with its
+file, line and document.
 
 Mesh-wide settings come, in Istio's MeshConfig format, from --mesh-config
 FILE or else, from a cluster, from the "mesh" key of ConfigMap "istio" in
@@ -125,7 +128,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 				log.Warn("mesh config discoverySelectors apply to a cluster; with --from every namespace of the folder is served")
 			}
 		})
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istioServing{}, f, nil)
+		// The folder's Istio objects feed the consumers a cluster's feed.
+		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
