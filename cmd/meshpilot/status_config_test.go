@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +74,10 @@ func TestStatusConfig(t *testing.T) {
 }
 
 // TestStatusConfigFromServe runs meshpilot serve against a real API
-// server with Istio's CRDs: a DestinationRule with a wildcard host shows
-// as refused on /debug/configz, in meshpilot_config_objects and in
-// `status config` (exit 79), logged once; fixing its host applies it.
+// server with Istio's CRDs: a DestinationRule with a wildcard host and a
+// VirtualService whose weights add up to 90 show as refused on
+// /debug/configz, in meshpilot_config_objects and in `status config`
+// (exit 79), each logged once; fixing them applies them.
 func TestStatusConfigFromServe(t *testing.T) {
 	env.InstallIstioCRDs(t)
 	ns := env.Namespace(t, nil)
@@ -98,43 +100,75 @@ func TestStatusConfigFromServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	route := func(weights ...int32) []*apinetworking.HTTPRoute {
+		r := &apinetworking.HTTPRoute{}
+		for _, w := range weights {
+			r.Route = append(r.Route, &apinetworking.HTTPRouteDestination{Destination: &apinetworking.Destination{Host: "reviews"}, Weight: w})
+		}
+		return []*apinetworking.HTTPRoute{r}
+	}
+	vsAPI := rules.NetworkingV1().VirtualServices(ns)
+	vs, err := vsAPI.Create(ctx, &networkingv1.VirtualService{
+		ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: ns},
+		Spec:       apinetworking.VirtualService{Hosts: []string{"reviews"}, Http: route(50, 40)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// want waits until /debug/configz shows both objects in state, then
+	// checks the metric.
 	want := func(state string) {
 		t.Helper()
-		testenv.Eventually(t, "the rule "+state+" on /debug/configz", func() (bool, string) {
+		testenv.Eventually(t, "both objects "+state+" on /debug/configz", func() (bool, string) {
 			var z debug.Configz
 			if err := getJSON(ctx, statusFlags{server: server, timeout: 5 * time.Second}, "/debug/configz", &z); err != nil {
 				return false, err.Error()
 			}
-			return len(z.Objects) == 1 && z.Objects[0].Name == "reviews" && z.Objects[0].Namespace == ns && z.Objects[0].State == state,
-				fmt.Sprintf("%+v", z.Objects)
+			var got []string
+			for _, o := range z.Objects {
+				got = append(got, fmt.Sprintf("%s %s/%s %s", o.Kind, o.Namespace, o.Name, o.State))
+			}
+			want := []string{"DestinationRule " + ns + "/reviews " + state, "VirtualService " + ns + "/reviews " + state}
+			return slices.Equal(got, want), fmt.Sprintf("%q", got)
 		})
-		series := fmt.Sprintf(`meshpilot_config_objects{kind="DestinationRule",state=%q} 1`, state)
-		if m := readPage(t, server+"/metrics"); !strings.Contains(m, series) {
-			t.Errorf("/metrics has no %s", series)
+		m := readPage(t, server+"/metrics")
+		for _, kind := range []string{"DestinationRule", "VirtualService"} {
+			series := fmt.Sprintf(`meshpilot_config_objects{kind=%q,state=%q} 1`, kind, state)
+			if !strings.Contains(m, series) {
+				t.Errorf("/metrics has no %s", series)
+			}
 		}
 	}
 
 	want(configstatus.StateRefused)
 	out, code := runStatus(t, "--server", server, "config")
-	wantOut := fmt.Sprintf("Error [refused] (DestinationRule %s/reviews) spec.host: wildcard hosts are not served yet\n"+
-		"1 Istio object: 1 refused, 0 partial, 0 applied.\n"+
-		"meshpilot: 1 object refused: not applied, the last good version of each stays in force\n", ns)
+	wantOut := fmt.Sprintf("Error [refused] (DestinationRule %[1]s/reviews) spec.host: wildcard hosts are not served yet\n"+
+		"Error [refused] (VirtualService %[1]s/reviews) spec.http[0].route: the weights add up to 90, not 100\n"+
+		"2 Istio objects: 2 refused, 0 partial, 0 applied.\n"+
+		"meshpilot: 2 objects refused: not applied, the last good version of each stays in force\n", ns)
 	if out != wantOut || code != exitRefused {
 		t.Fatalf("status config: exit %d, output:\n%s\nwant exit %d, output:\n%s", code, out, exitRefused, wantOut)
 	}
-	p.waitStderr("configuration refused")
-	if n := strings.Count(p.stderr.String(), "configuration refused"); n != 1 ||
-		!strings.Contains(p.stderr.String(), "name=reviews field=spec.host") {
-		t.Fatalf("the refusal is logged %d times, want once with its field:\n%s", n, p.stderr.String())
+	p.waitStderr("field=spec.host")
+	p.waitStderr("field=spec.http[0].route")
+	if n := strings.Count(p.stderr.String(), "configuration refused"); n != 2 {
+		t.Fatalf("%d refusals logged, want one per object:\n%s", n, p.stderr.String())
 	}
 
 	dr.Spec.Host = "reviews"
 	if _, err := api.Update(ctx, dr, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	vs.Spec.Http = route(60, 40)
+	if _, err := vsAPI.Update(ctx, vs, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	want(configstatus.StateApplied)
+	testenv.Eventually(t, "both fixes logged", func() (bool, string) {
+		return strings.Count(p.stderr.String(), "configuration applied after a refusal") == 2, p.stderr.String()
+	})
 	out, code = runStatus(t, "--server", server, "config")
-	if out != "✔ No problems found in 1 Istio object.\n" || code != 0 {
+	if out != "✔ No problems found in 2 Istio objects.\n" || code != 0 {
 		t.Fatalf("status config after the fix: exit %d, output:\n%s", code, out)
 	}
 	p.interrupt()
