@@ -104,7 +104,7 @@ func (r *Routes) onRuleChange(ev model.Event) {
 // reports it.
 func (r *Routes) update(namespace, name string) {
 	key := namespace + "/" + name
-	ref := configstatus.Ref{Kind: "VirtualService", Namespace: namespace, Name: name}
+	ref := Ref(r.store, VirtualService, namespace, name)
 	obj := r.store.VirtualService(namespace, name)
 	var (
 		now    *model.VirtualService
@@ -231,7 +231,7 @@ func (r *Routes) report(key string) {
 		return
 	}
 	ns, name := splitKey(key)
-	r.opts.Status.Set(configstatus.Ref{Kind: "VirtualService", Namespace: ns, Name: name}, status)
+	r.opts.Status.Set(Ref(r.store, VirtualService, ns, name), status)
 }
 
 // subsetHosts lists the hosts of whose subsets obj names one.
