@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	xdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
@@ -113,6 +114,10 @@ type ChannelOptions struct {
 	// the node's locality (empty when unset, as meshpilot's bootstrap
 	// writes it without one).
 	NodeName, Region, Zone string
+	// XDSCredentials makes the channel secure its connections as the
+	// clusters' TLS contexts say (gRFC A29), with the certificate
+	// providers of its bootstrap; plaintext where they say nothing.
+	XDSCredentials bool
 }
 
 var nodeSeq atomic.Int64
@@ -148,11 +153,25 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
   "node": %s
 }`, xdsAddr, node)
-	res, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	return ChannelWithBootstrap(t, target, []byte(bootstrap), o)
+}
+
+// ChannelWithBootstrap opens a grpc-go channel to target (an xds:/// URL)
+// that reads bootstrap, a bootstrap document of its own; of o it reads
+// only MapAddress and XDSCredentials.
+func ChannelWithBootstrap(t testing.TB, target string, bootstrap []byte, o ChannelOptions) *grpc.ClientConn {
+	t.Helper()
+	res, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(res)}
+	creds := insecure.NewCredentials()
+	if o.XDSCredentials {
+		if creds, err = xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithResolvers(res)}
 	if o.MapAddress != nil {
 		opts = append(opts, DialMapped(o.MapAddress))
 	}

@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	xdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
@@ -34,9 +36,27 @@ type XDSBackend struct {
 // whatever the listener says about security. The test stops it.
 func StartXDSBackend(t testing.TB, ip string, port int, bootstrap []byte) *XDSBackend {
 	t.Helper()
+	return startXDSBackend(t, ip, port, bootstrap, insecure.NewCredentials())
+}
+
+// StartSecureXDSBackend is StartXDSBackend with xDS credentials: the
+// server secures connections as its listener's filter chain says
+// (DownstreamTlsContext, with the certificate providers of its
+// bootstrap), plaintext where it says nothing.
+func StartSecureXDSBackend(t testing.TB, ip string, port int, bootstrap []byte) *XDSBackend {
+	t.Helper()
+	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startXDSBackend(t, ip, port, bootstrap, creds)
+}
+
+func startXDSBackend(t testing.TB, ip string, port int, bootstrap []byte, creds credentials.TransportCredentials) *XDSBackend {
+	t.Helper()
 	b := &XDSBackend{mode: connectivity.ServingModeNotServing, changed: make(chan struct{})}
 	s, err := xds.NewGRPCServer(
-		grpc.Creds(insecure.NewCredentials()),
+		grpc.Creds(creds),
 		xds.BootstrapContentsForTesting(bootstrap),
 		xds.ServingModeCallback(func(_ net.Addr, args xds.ServingModeChangeArgs) {
 			b.mu.Lock()

@@ -65,6 +65,8 @@ type TrafficPolicy struct {
 	MaxRequests int32
 	// OutlierDetection, when set, is outlierDetection.
 	OutlierDetection *OutlierDetection
+	// TLS, when set, is tls: how to secure connections to the endpoints.
+	TLS *ClientTLS
 	// PortLevel holds the per-port policies, by port number; they replace
 	// the top-level fields they set.
 	PortLevel map[int32]*TrafficPolicy
@@ -109,6 +111,42 @@ type OutlierDetection struct {
 	MaxEjectionPercent uint32
 }
 
+// TLSMode is tls.mode.
+type TLSMode uint8
+
+const (
+	// TLSDisable: plaintext (also the mode of an unset tls).
+	TLSDisable TLSMode = iota
+	// TLSSimple: TLS, verifying the server.
+	TLSSimple
+	// TLSMutual: TLS with a client certificate the rule names.
+	TLSMutual
+	// TLSIstioMutual: TLS with the workload's mesh certificate, verifying
+	// the server's SPIFFE identity.
+	TLSIstioMutual
+)
+
+// ClientTLS is a rule's tls: how a client secures its connections to the
+// endpoints.
+type ClientTLS struct {
+	Mode TLSMode
+	// CredentialName names where the certificates are (Istio: a Secret);
+	// meshpilot gives it to gRPC clients as the name of a certificate
+	// provider instance of their bootstrap.
+	CredentialName string
+	// ClientCertificate, PrivateKey and CACertificates are files on the
+	// client.
+	ClientCertificate, PrivateKey, CACertificates string
+	// SubjectAltNames, when set, are the identities the server must
+	// present (for ISTIO_MUTUAL, in place of the destination's SPIFFE
+	// identities).
+	SubjectAltNames []string
+	// SNI is the server name to send.
+	SNI string
+	// InsecureSkipVerify skips verifying the server's certificate.
+	InsecureSkipVerify bool
+}
+
 // HashCookie is the cookie a consistent hash reads (Envoy creates it
 // when absent and TTL is set).
 type HashCookie struct {
@@ -144,6 +182,9 @@ func (p *TrafficPolicy) overlay(o *TrafficPolicy) {
 	}
 	if o.OutlierDetection != nil {
 		p.OutlierDetection = o.OutlierDetection
+	}
+	if o.TLS != nil {
+		p.TLS = o.TLS
 	}
 }
 

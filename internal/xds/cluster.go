@@ -61,7 +61,8 @@ func (g *clusterGenerator) Generate(c *Client, name string) Result {
 		vary |= VaryKind
 	}
 	vary |= applyTrafficPolicy(cl, policy, c)
-	return Result{Deps: deps, Resource: cl, Vary: vary}
+	deps, tlsVary := g.applyTLS(cl, policy.TLS, c, svc, key, deps)
+	return Result{Deps: deps, Resource: cl, Vary: vary | tlsVary}
 }
 
 func buildCluster(name string, svc *model.Service, port int32) *cluster.Cluster {

@@ -25,7 +25,11 @@
 //     RPC to the server itself (an inline route with
 //     non_forwarding_action, the router last), when a service of the
 //     client's namespace has an endpoint at the client's address on that
-//     port; otherwise none, and the server does not serve.
+//     port; otherwise none, and the server does not serve. A workload
+//     labelled security.istio.io/tlsMode=istio gets the chain
+//     "inbound-mtls" instead, requiring mutual TLS with the bootstrap's
+//     certificate provider "default" (tls.go), as istiod does without a
+//     PeerAuthentication.
 //   - RouteConfiguration "outbound|<port>||<FQDN>": one virtual host whose
 //     domains are the forms a client may use, routing "/" to the cluster of
 //     the same name with istiod's default retry policy (retry.go: 2
@@ -58,8 +62,9 @@
 //     service's namespace's, else the root namespace's, each if exported
 //     to the client's namespace) sets its traffic
 //     policy (policy.go: load balancing, consistent hash, circuit breaker,
-//     outlier detection; what gRPC clients cannot honour they get
-//     otherwise, varying by kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
+//     outlier detection; tls.go: TLS, from certificate provider instances
+//     for gRPC clients, from the agent's SDS for Envoy; what gRPC clients
+//     cannot honour they get otherwise, varying by kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
 //     model.DestinationRuleKey(host), and varies by namespace when rules of
 //     several namespaces could apply. Subset clusters are served by name,

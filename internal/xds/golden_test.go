@@ -51,6 +51,8 @@ type goldenInput struct {
 			Health   string       `json:"health"`
 			Node     string       `json:"node"`
 			Labels   model.Labels `json:"labels"`
+			// ServiceAccount is the endpoint's Pod's.
+			ServiceAccount string `json:"serviceAccount"`
 		} `json:"endpoints"`
 	} `json:"services"`
 	// DestinationRules are Istio's objects, converted as the Kubernetes
@@ -211,7 +213,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			ep := &model.Endpoint{
 				Address: e.Address, Port: e.Port, ServicePortName: e.PortName,
 				Locality: model.ParseLocality(e.Locality), Namespace: s.Namespace, NodeName: e.Node,
-				Labels: e.Labels,
+				Labels: e.Labels, ServiceAccount: e.ServiceAccount,
 			}
 			switch e.Health {
 			case "", "HEALTHY":

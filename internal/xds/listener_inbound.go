@@ -79,7 +79,7 @@ func (g *listenerGenerator) inbound(c *Client, name string) Result {
 		r.Deps = append(r.Deps, model.EndpointsKey(h))
 	}
 	if len(t.Serving) > 0 {
-		r.Resource = buildInboundListener(name, host, port)
+		r.Resource = buildInboundListener(name, host, port, t.MutualTLS)
 	}
 	return r
 }
@@ -95,6 +95,25 @@ type inboundTargets struct {
 	// endpoints were searched: one of them gaining or losing the workload
 	// changes the answer.
 	Considered []model.Hostname
+	// MutualTLS: the workload is labelled for mutual TLS (inboundMTLS).
+	MutualTLS bool
+}
+
+// tlsModeLabel is the label Istio's injection puts on workloads that
+// take part in the mesh's mutual TLS.
+const tlsModeLabel = "security.istio.io/tlsMode"
+
+// inboundMTLS says whether a gRPC server requires mutual TLS, by the
+// labels of its workload (its endpoints'). istiod decides by the port's
+// PeerAuthentication mode and, since gRPC servers cannot serve plaintext
+// and TLS on one port, raises PERMISSIVE, the default, to STRICT for a
+// workload labelled security.istio.io/tlsMode=istio (auto mTLS: its
+// clients will use TLS) and lowers it to plaintext otherwise. meshpilot
+// reads no PeerAuthentication, so this label alone decides: the same
+// answer istiod gives without PeerAuthentication, and a server opts in by
+// its own label, so none is asked for certificates it was not given.
+func inboundMTLS(ep *model.Endpoint) bool {
+	return ep.Labels[tlsModeLabel] == "istio"
 }
 
 // findInboundTargets finds the services that serve port on the client's
@@ -116,41 +135,43 @@ func findInboundTargets(d model.ServiceDiscovery, c *Client, port int32) inbound
 			continue
 		}
 		t.Considered = append(t.Considered, svc.Hostname)
-		if servesOn(d, svc, c.IPs, uint32(port)) {
+		if ep := servingEndpoint(d, svc, c.IPs, uint32(port)); ep != nil {
 			t.Serving = append(t.Serving, svc.Hostname)
+			t.MutualTLS = t.MutualTLS || inboundMTLS(ep)
 		}
 	}
 	return t
 }
 
-// servesOn says whether one of the service's endpoints is at one of ips
-// on port.
-func servesOn(d model.ServiceDiscovery, svc *model.Service, ips []string, port uint32) bool {
+// servingEndpoint returns the service's endpoint at one of ips on port,
+// or nil.
+func servingEndpoint(d model.ServiceDiscovery, svc *model.Service, ips []string, port uint32) *model.Endpoint {
 	for _, p := range svc.PortsByNumber() {
 		for _, ep := range d.Endpoints(svc.Hostname, p.Port, nil) {
 			if ep.Port == port && slices.Contains(ips, ep.Address) {
-				return true
+				return ep
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // buildInboundListener builds the listener of a gRPC server listening on
-// host:port, as istiod does: the name's address, one plaintext filter
-// chain.
-func buildInboundListener(name, host string, port int32) *listener.Listener {
+// host:port, as istiod does: the name's address, one filter chain,
+// plaintext or, under mutual TLS (inboundMTLS), "inbound-mtls" with a
+// DownstreamTlsContext that requires a client certificate, its
+// certificates from the bootstrap's "default" provider instance
+// (serverTLSContext), as istiod's buildInboundFilterChains does.
+func buildInboundListener(name, host string, port int32, mutualTLS bool) *listener.Listener {
+	chain := inboundFilterChain("plaintext", inboundStatPrefix(host, port))
+	if mutualTLS {
+		chain = inboundFilterChain("mtls", inboundStatPrefix(host, port))
+		chain.TransportSocket = transportSocket(serverTLSContext())
+	}
 	return &listener.Listener{
-		Name:    name,
-		Address: socketAddress(host, uint32(port)),
-		// Security is decided per port from policies; until meshpilot reads
-		// them (PeerAuthentication), every server is plaintext. mTLS adds
-		// here a chain "inbound-mtls" whose transport_socket is
-		// "envoy.transport_sockets.tls" with a DownstreamTlsContext that
-		// requires a client certificate, its certificates from the
-		// bootstrap's "default" provider, as istiod's
-		// buildInboundFilterChains does; PERMISSIVE stays plaintext.
-		FilterChains: []*listener.FilterChain{inboundFilterChain("plaintext", inboundStatPrefix(host, port))},
+		Name:         name,
+		Address:      socketAddress(host, uint32(port)),
+		FilterChains: []*listener.FilterChain{chain},
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"slices"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tls "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -38,6 +40,11 @@ func Validate(m proto.Message) error {
 		}
 		return validateServerListener(r)
 	case *cluster.Cluster:
+		if ts := r.GetTransportSocket(); ts != nil {
+			if err := validateTransportSocket(ts, &tls.UpstreamTlsContext{}); err != nil {
+				return fmt.Errorf("cluster %q: %w", r.GetName(), err)
+			}
+		}
 		return validateProtocolOptions(r.GetTypedExtensionProtocolOptions())
 	case *route.RouteConfiguration:
 		return validateRouteFilterConfigs(r)
@@ -93,8 +100,10 @@ func validateServerListener(l *listener.Listener) error {
 }
 
 func validateFilterChain(fc *listener.FilterChain) error {
-	if ts := fc.GetTransportSocket(); ts != nil && ts.GetName() != "envoy.transport_sockets.tls" {
-		return fmt.Errorf("transport socket %q: gRPC servers know only envoy.transport_sockets.tls", ts.GetName())
+	if ts := fc.GetTransportSocket(); ts != nil {
+		if err := validateTransportSocket(ts, &tls.DownstreamTlsContext{}); err != nil {
+			return err
+		}
 	}
 	if len(fc.GetFilters()) == 0 {
 		return fmt.Errorf("no network filter")
@@ -159,6 +168,25 @@ func validateProtocolOptions(opts map[string]*anypb.Any) error {
 		if err := o.ValidateAll(); err != nil {
 			return fmt.Errorf("typed_extension_protocol_options[%q]: %w", key, err)
 		}
+	}
+	return nil
+}
+
+// validateTransportSocket checks a TLS transport socket: the only name
+// gRPC knows, and the TLS context inside its Any (into which ValidateAll
+// does not look) by its field rules.
+func validateTransportSocket(ts *core.TransportSocket, ctx interface {
+	proto.Message
+	validator
+}) error {
+	if ts.GetName() != tlsTransportSocket {
+		return fmt.Errorf("transport socket %q: gRPC knows only %s", ts.GetName(), tlsTransportSocket)
+	}
+	if err := ts.GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		return fmt.Errorf("transport socket: %w", err)
+	}
+	if err := ctx.ValidateAll(); err != nil {
+		return fmt.Errorf("transport socket: %w", err)
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ type portSettings interface {
 	GetLoadBalancer() *apinetworking.LoadBalancerSettings
 	GetConnectionPool() *apinetworking.ConnectionPoolSettings
 	GetOutlierDetection() *apinetworking.OutlierDetection
+	GetTls() *apinetworking.ClientTLSSettings
 }
 
 // portPolicy converts the fields a policy and its portLevelSettings
@@ -115,6 +116,7 @@ func (c *policyConverter) portPolicy(path string, p portSettings) *model.Traffic
 		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", p.GetLoadBalancer().GetConsistentHash()),
 		MaxRequests:      p.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
 		OutlierDetection: c.outlierDetection(path+".outlierDetection", p.GetOutlierDetection()),
+		TLS:              c.tls(path+".tls", p.GetTls()),
 	}
 }
 
@@ -257,4 +259,77 @@ func optUint32(w *wrapperspb.UInt32Value) *uint32 {
 	}
 	v := w.GetValue()
 	return &v
+}
+
+// grpcFiles is why gRPC clients do not read a rule's certificate files.
+const grpcFiles = "gRPC clients read certificates only from their bootstrap's certificate provider instances: the one credentialName names, else \"default\""
+
+// tls converts tls. MUTUAL needs a client certificate, from
+// credentialName or files, as Istio's validation requires.
+//
+// gRPC clients take every certificate from a certificate provider
+// instance of their bootstrap (gRFC A29): meshpilot gives them the
+// instance credentialName names, else "default" (what `meshpilot
+// bootstrap --cert --key --ca-cert` writes), so the files, sni and
+// insecureSkipVerify are theirs to ignore. Envoy gets the files through
+// its agent's SDS, as istiod writes them; meshpilot serves no secrets,
+// so credentialName is nothing to Envoy.
+func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *model.ClientTLS {
+	if t == nil {
+		return nil
+	}
+	out := &model.ClientTLS{
+		CredentialName:     t.GetCredentialName(),
+		ClientCertificate:  t.GetClientCertificate(),
+		PrivateKey:         t.GetPrivateKey(),
+		CACertificates:     t.GetCaCertificates(),
+		SubjectAltNames:    t.GetSubjectAltNames(),
+		SNI:                t.GetSni(),
+		InsecureSkipVerify: t.GetInsecureSkipVerify().GetValue(),
+	}
+	switch t.GetMode() {
+	case apinetworking.ClientTLSSettings_DISABLE:
+		return out
+	case apinetworking.ClientTLSSettings_SIMPLE:
+		out.Mode = model.TLSSimple
+	case apinetworking.ClientTLSSettings_MUTUAL:
+		out.Mode = model.TLSMutual
+		if out.CredentialName == "" && (out.ClientCertificate == "" || out.PrivateKey == "") {
+			c.refuse(path, "MUTUAL needs credentialName, or clientCertificate and privateKey")
+			return nil
+		}
+	case apinetworking.ClientTLSSettings_ISTIO_MUTUAL:
+		out.Mode = model.TLSIstioMutual
+		for _, f := range []struct{ name, value string }{
+			{"credentialName", out.CredentialName}, {"clientCertificate", out.ClientCertificate},
+			{"privateKey", out.PrivateKey}, {"caCertificates", out.CACertificates},
+		} {
+			if f.value != "" {
+				c.refuse(path+"."+f.name, "ISTIO_MUTUAL uses the mesh's certificates: "+f.name+" must be empty")
+				return nil
+			}
+		}
+		return out
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"clientCertificate", out.ClientCertificate != ""}, {"privateKey", out.PrivateKey != ""},
+		{"caCertificates", out.CACertificates != ""},
+	} {
+		if f.set {
+			c.ignoreGRPC(path+"."+f.name, grpcFiles)
+		}
+	}
+	if out.SNI != "" {
+		c.ignoreGRPC(path+".sni", "grpc-go sends the target's host name")
+	}
+	if out.InsecureSkipVerify {
+		c.ignoreGRPC(path+".insecureSkipVerify", "grpc-go always verifies the server against the instance's roots")
+	}
+	if out.CredentialName != "" {
+		c.ignoreEnvoy(path+".credentialName", "meshpilot serves no secrets (SDS): Envoy gets only the files")
+	}
+	return out
 }

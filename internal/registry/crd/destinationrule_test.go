@@ -87,13 +87,6 @@ func TestConvertConsistentHash(t *testing.T) {
 func TestConvertOutlierDetection(t *testing.T) {
 	const path = "spec.trafficPolicy.outlierDetection"
 	u32 := func(v uint32) *uint32 { return &v }
-	paths := func(fs []configstatus.Field) []string {
-		var out []string
-		for _, f := range fs {
-			out = append(out, f.Path)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		desc      string
 		in        *apinetworking.OutlierDetection
@@ -128,9 +121,63 @@ func TestConvertOutlierDetection(t *testing.T) {
 			if !reflect.DeepEqual(got.Policy.OutlierDetection, tc.want) {
 				t.Errorf("got %+v, want %+v", got.Policy.OutlierDetection, tc.want)
 			}
-			if g, e := paths(status.IgnoredGRPC), paths(status.IgnoredEnvoy); !reflect.DeepEqual(g, tc.wantGRPC) || !reflect.DeepEqual(e, tc.wantEnvoy) {
+			if g, e := fieldPaths(status.IgnoredGRPC), fieldPaths(status.IgnoredEnvoy); !reflect.DeepEqual(g, tc.wantGRPC) || !reflect.DeepEqual(e, tc.wantEnvoy) {
 				t.Errorf("ignored for gRPC %v, for Envoy %v; want %v, %v", g, e, tc.wantGRPC, tc.wantEnvoy)
 			}
 		})
 	}
+}
+
+// TestConvertTLS: tls converted, MUTUAL without a client certificate and
+// ISTIO_MUTUAL with certificates of its own refused, and what gRPC
+// clients and Envoy do not get.
+func TestConvertTLS(t *testing.T) {
+	const path = "spec.trafficPolicy.tls"
+	type ctls = apinetworking.ClientTLSSettings
+	for _, tc := range []struct {
+		desc      string
+		in        *ctls
+		want      *model.ClientTLS
+		refused   string
+		wantGRPC  []string
+		wantEnvoy []string
+	}{
+		{"DISABLE", &ctls{}, &model.ClientTLS{Mode: model.TLSDisable}, "", nil, nil},
+		{"ISTIO_MUTUAL", &ctls{Mode: apinetworking.ClientTLSSettings_ISTIO_MUTUAL, SubjectAltNames: []string{"spiffe://td/ns/a/sa/b"}},
+			&model.ClientTLS{Mode: model.TLSIstioMutual, SubjectAltNames: []string{"spiffe://td/ns/a/sa/b"}}, "", nil, nil},
+		{"ISTIO_MUTUAL with a CA of its own", &ctls{Mode: apinetworking.ClientTLSSettings_ISTIO_MUTUAL, CaCertificates: "/ca.pem"}, nil, path + ".caCertificates", nil, nil},
+		{"SIMPLE with files", &ctls{Mode: apinetworking.ClientTLSSettings_SIMPLE, CaCertificates: "/ca.pem", Sni: "api.example.com"},
+			&model.ClientTLS{Mode: model.TLSSimple, CACertificates: "/ca.pem", SNI: "api.example.com"}, "",
+			[]string{path + ".caCertificates", path + ".sni"}, nil},
+		{"MUTUAL by credentialName", &ctls{Mode: apinetworking.ClientTLSSettings_MUTUAL, CredentialName: "partner"},
+			&model.ClientTLS{Mode: model.TLSMutual, CredentialName: "partner"}, "", nil, []string{path + ".credentialName"}},
+		{"MUTUAL without a client certificate", &ctls{Mode: apinetworking.ClientTLSSettings_MUTUAL, CaCertificates: "/ca.pem"}, nil, path, nil, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, status := ConvertDestinationRule(drWithPolicy(&apinetworking.TrafficPolicy{Tls: tc.in}), "")
+			if tc.refused != "" {
+				if got != nil || status.Refused == nil || status.Refused.Path != tc.refused {
+					t.Fatalf("got %v, status %+v; want refused at %s", got, status, tc.refused)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatalf("refused: %+v", status.Refused)
+			}
+			if !reflect.DeepEqual(got.Policy.TLS, tc.want) {
+				t.Errorf("got %+v, want %+v", got.Policy.TLS, tc.want)
+			}
+			if g, e := fieldPaths(status.IgnoredGRPC), fieldPaths(status.IgnoredEnvoy); !reflect.DeepEqual(g, tc.wantGRPC) || !reflect.DeepEqual(e, tc.wantEnvoy) {
+				t.Errorf("ignored for gRPC %v, for Envoy %v; want %v, %v", g, e, tc.wantGRPC, tc.wantEnvoy)
+			}
+		})
+	}
+}
+
+func fieldPaths(fs []configstatus.Field) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return out
 }

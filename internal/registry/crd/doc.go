@@ -31,7 +31,7 @@
 // DestinationRules reach xDS through Policies (model.PolicyIndex): each
 // converted (ConvertDestinationRule: short hosts resolved against the
 // rule's namespace; subsets; loadBalancer.simple and consistentHash,
-// http2MaxRequests, outlierDetection,
+// http2MaxRequests, outlierDetection, tls,
 // with portLevelSettings and per-subset overrides) and indexed by host;
 // a change is a model.ConfigChanged event with the DestinationRuleKey of
 // the hosts it touched, and exportTo limits which clients see it.
