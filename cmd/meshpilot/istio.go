@@ -31,11 +31,15 @@ type istioServing struct {
 // istioConsumers builds every consumer of store's Istio objects, the same
 // for a cluster and for --from; they record each object's status in one
 // Reporter, which logs refusals to log. services are the Kubernetes
-// Services whose selectors pick WorkloadEntries. Consumers append event
+// Services whose selectors pick WorkloadEntries (and, when they are a
+// cluster's, its Pods, which workloadSelectors pick). Consumers append event
 // handlers to store, mesh and services, so call it before they run.
 func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, log *slog.Logger) istioServing {
 	status := configstatus.NewReporter()
 	status.SetLogger(log)
+	// A cluster's registry knows Pods, which workloadSelectors select
+	// too; a folder's does not.
+	pods, _ := services.(serviceentry.Pods)
 	// Istio's root namespace, whose rules apply mesh-wide, is its system
 	// namespace by default: meshpilot's is --system-namespace, unless
 	// MeshConfig's rootNamespace names another.
@@ -45,7 +49,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
-			DomainSuffix: f.domainSuffix, Services: services, Reporter: status,
+			DomainSuffix: f.domainSuffix, Services: services, Pods: pods, Reporter: status,
 		}),
 	}
 }

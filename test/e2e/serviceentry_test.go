@@ -45,7 +45,7 @@ func startServiceEntries(t *testing.T, ns string) *entries {
 	status := configstatus.NewReporter()
 	var se *serviceentry.Registry
 	runIstio(t, ns, func(store crd.Store) {
-		se = serviceentry.New(store, serviceentry.Options{Services: k, Reporter: status})
+		se = serviceentry.New(store, serviceentry.Options{Services: k, Pods: k, Reporter: status})
 	})
 	srv := startObserved(t, ns, server.Options{Sources: []aggregate.Source{
 		{Name: "kubernetes", Controller: k}, {Name: "serviceentries", Controller: se},
@@ -78,7 +78,7 @@ func (e *entries) applyServiceEntry(t *testing.T, name, spec string) {
 }
 
 func (e *entries) channel(t *testing.T, target string) *grpc.ClientConn {
-	return grpctest.Channel(t, e.srv.XDSAddr(), target, grpctest.ChannelOptions{Namespace: "client"})
+	return grpctest.Channel(t, e.srv.XDSAddr(), target, grpctest.ChannelOptions{Namespace: "client", MapAddress: grpctest.DocToLoopback})
 }
 
 // TestStaticServiceEntry: a STATIC ServiceEntry's endpoints serve a
@@ -162,6 +162,36 @@ func TestWorkloadEntrySelectedByAService(t *testing.T) {
 		t.Fatal(err)
 	}
 	grpctest.AwaitUnavailable(t, cc)
+	if n := e.srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestServiceEntrySelectsPods: a ServiceEntry's workloadSelector selects
+// the ready Pods of its namespace, reachable through xds:///<host> on the
+// entry's target port; a Pod relabelled away stops serving it.
+func TestServiceEntrySelectsPods(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.104", "127.0.0.105")
+	e := startServiceEntries(t, ns)
+	var pods []*corev1.Pod
+	for i, b := range bs {
+		pods = append(pods, env.RunningPod(t, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%d", i), Namespace: ns, Labels: map[string]string{"app": "pods"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+		}, docAddr(b)))
+	}
+	e.applyServiceEntry(t, "pods", fmt.Sprintf("hosts: [pods.example.com]\nlocation: MESH_INTERNAL\nresolution: STATIC\n"+
+		"ports: [{number: 7070, protocol: GRPC, name: grpc, targetPort: %d}]\nworkloadSelector: {labels: {app: pods}}", bs[0].Port))
+	cc := e.channel(t, "xds:///pods.example.com:7070")
+	grpctest.AwaitSpread(t, cc, bs...)
+
+	pod := pods[0]
+	pod.Labels = map[string]string{"app": "other"}
+	if _, err := env.Client.CoreV1().Pods(ns).Update(ctx(t), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grpctest.AwaitSpread(t, cc, bs[1])
 	if n := e.srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}

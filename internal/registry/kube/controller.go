@@ -123,6 +123,10 @@ type Controller struct {
 	observedMu sync.Mutex // guards observed
 	observed   map[serviceKey]time.Time
 	runOnce    sync.Once
+
+	// workloadHandlers are told of Pod changes (workloads.go); appended
+	// before Run.
+	workloadHandlers []func(namespace string)
 }
 
 // New builds a Controller; Run starts it.

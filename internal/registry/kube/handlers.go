@@ -138,6 +138,9 @@ func (c *Controller) enqueuePod(obj any) {
 	if scope == nil {
 		return
 	}
+	for _, h := range c.workloadHandlers {
+		h(pod.Namespace)
+	}
 	for _, ip := range pod.IPs {
 		c.enqueueSlicesByRef(scope, "ip:"+ip)
 	}

@@ -12,9 +12,10 @@
 // the service is decided elsewhere). Resolution:
 //
 //   - STATIC: load-balanced by the client over spec.endpoints (IP
-//     addresses), or the WorkloadEntries of its namespace that its
-//     workloadSelector selects; an endpoint's port for a service port is
-//     its ports entry of that name, else the target port.
+//     addresses), or the WorkloadEntries and ready Pods of its namespace
+//     that its workloadSelector selects; an endpoint's port for a service
+//     port is its ports entry of that name (a Pod has none), else the
+//     target port.
 //   - DNS and DNS_ROUND_ROBIN: model.DNSAlias. Without endpoints each host
 //     resolves itself (ExternalName = the host): a LOGICAL_DNS cluster,
 //     which grpc-go resolves too, so gRPC clients reach it (istiod gives
@@ -46,5 +47,7 @@
 // Every change rebuilds the model from the objects in force, and the
 // model.Store reports only what changed: a ServiceEntry's change touches
 // its hosts' services, a WorkloadEntry's the endpoints of what selects
-// it. A ServiceEntry's workloadSelector does not select Pods yet.
+// it. Pod changes come from the Kubernetes registry (Pods) on its
+// informer goroutines; they are noted and applied on Run's goroutine, and
+// only when an entry of the Pod's namespace has a workloadSelector.
 package serviceentry

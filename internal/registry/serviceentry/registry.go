@@ -31,6 +31,9 @@ type Options struct {
 	// Services, when set, are the Kubernetes Services whose selectors
 	// pick WorkloadEntries of their namespace as endpoints, as in Istio.
 	Services Services
+	// Pods, when set, are the Pods a workloadSelector selects beside the
+	// WorkloadEntries.
+	Pods Pods
 	// Reporter records what became of each object (and logs refusals);
 	// nil records nothing.
 	Reporter *configstatus.Reporter
@@ -71,6 +74,13 @@ type Registry struct {
 	// served are the hostnames in own; foreign those in selected.
 	served  map[model.Hostname]bool
 	foreign map[model.Hostname]bool
+
+	// podsChanged wakes Run after Pods changed in the namespaces of
+	// podNamespaces: Pod events come on informer goroutines, which must
+	// not wait for a rebuild.
+	podsChanged   chan struct{}
+	podMu         sync.Mutex // guards podNamespaces
+	podNamespaces map[string]bool
 }
 
 // New builds the registry of store's ServiceEntries and WorkloadEntries;
@@ -90,6 +100,10 @@ func New(store crd.Store, opts Options) *Registry {
 		foreign:    map[model.Hostname]bool{},
 	}
 	store.AppendEventHandler(r.onEvent)
+	if opts.Pods != nil {
+		r.podsChanged, r.podNamespaces = make(chan struct{}, 1), map[string]bool{}
+		opts.Pods.AppendWorkloadHandler(r.notePods)
+	}
 	if opts.Services != nil {
 		opts.Services.AppendEventHandler(r.onServiceEvent)
 	}
@@ -120,8 +134,14 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 	r.rebuild()
 	r.mu.Unlock()
-	<-ctx.Done()
-	return nil
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.podsChanged:
+			r.onPods()
+		}
+	}
 }
 
 func (r *Registry) onEvent(ev crd.Event) {
@@ -241,6 +261,9 @@ func (r *Registry) entryEndpoints(e *entry, workloads []*workload) []*model.Endp
 		return e.endpoints
 	}
 	eps := slices.Clip(e.endpoints)
+	if r.opts.Pods != nil {
+		workloads = append(slices.Clip(workloads), podWorkloads(r.opts.Pods.WorkloadsIn(e.namespace))...)
+	}
 	for _, w := range workloads {
 		// A STATIC entry's endpoints are addresses; a WorkloadEntry
 		// holding a name serves only DNS entries.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
+	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
 // memStore is a crd.Store in memory: the test writes it and its events
@@ -290,5 +292,68 @@ func TestWorkloadEntriesOfAKubernetesService(t *testing.T) {
 	}
 	if got := ev.take(); len(got) == 0 || got[len(got)-1] != "ServiceDeleted "+string(host) {
 		t.Fatalf("events %v", got)
+	}
+}
+
+// fakePods are a namespace's Pods that the test sets.
+type fakePods struct {
+	mu       sync.Mutex // guards pods
+	pods     []*model.Workload
+	handlers []func(string)
+}
+
+func (p *fakePods) WorkloadsIn(ns string) []*model.Workload {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*model.Workload
+	for _, w := range p.pods {
+		if w.Namespace == ns {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (p *fakePods) AppendWorkloadHandler(h func(string)) { p.handlers = append(p.handlers, h) }
+
+func (p *fakePods) set(pods ...*model.Workload) {
+	p.mu.Lock()
+	p.pods = pods
+	p.mu.Unlock()
+	for _, h := range p.handlers {
+		h("ns")
+	}
+}
+
+// TestAWorkloadSelectorSelectsPods: the Pods of the entry's namespace that
+// match its workloadSelector are endpoints, on the target port, and follow
+// the Pods' changes.
+func TestAWorkloadSelectorSelectsPods(t *testing.T) {
+	pods := &fakePods{}
+	store := newMemStore()
+	r := New(store, Options{Pods: pods})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	store.putSE(serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nworkloadSelector: {labels: {app: a}}\n"+grpcPort))
+	store.putWE(workloadEntry(t, "vm", "address: 10.0.0.1\nlabels: {app: a}"))
+	pod := func(name, ip, app string) *model.Workload {
+		return &model.Workload{Name: name, Namespace: "ns", Addresses: []string{ip}, Labels: map[string]string{"app": app}}
+	}
+	pods.set(pod("p1", "10.1.0.1", "a"), pod("p2", "10.1.0.2", "b"))
+	await := func(want ...string) {
+		t.Helper()
+		testenv.Eventually(t, "endpoints "+strings.Join(want, ","), func() (bool, string) {
+			got := addrs(r.Endpoints("a.example.com", 80, nil))
+			return slices.Equal(got, want), strings.Join(got, ",")
+		})
+	}
+	await("10.0.0.1:8080", "10.1.0.1:8080")
+	pods.set(pod("p1", "10.1.0.1", "b"), pod("p2", "10.1.0.2", "a"))
+	await("10.0.0.1:8080", "10.1.0.2:8080")
+	if ep := r.Endpoints("a.example.com", 80, nil)[1]; ep.PodName != "p2" {
+		t.Fatalf("pod endpoint %+v has no pod name", ep)
 	}
 }

@@ -29,6 +29,8 @@ type workload struct {
 	weight         uint32
 	network        string
 	serviceAccount string
+	// podName and nodeName are set for a Pod.
+	podName, nodeName string
 }
 
 // convertWorkload reads a WorkloadEntry spec; path is where it sits in
@@ -96,6 +98,8 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 		Health:          model.Healthy,
 		Namespace:       w.namespace,
 		ServiceAccount:  w.serviceAccount,
+		PodName:         w.podName,
+		NodeName:        w.nodeName,
 		Weight:          w.weight,
 		Network:         w.network,
 	}
