@@ -142,6 +142,11 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 		retries = g.mesh().DefaultHTTPRetry
 	}
 	a.RetryPolicy = retryPolicy(retries)
+	if len(hr.Route) == 1 && len(a.HashPolicy) > 0 && a.RetryPolicy != nil {
+		// As istiod: a retry keeps to the hashed host rather than
+		// preferring another.
+		a.RetryPolicy.RetryHostPredicate = nil
+	}
 	out.Action = &route.Route_Route{Route: a}
 	return out, deps, vary
 }
