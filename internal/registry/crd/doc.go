@@ -28,6 +28,12 @@
 //     deleted. Updates that cannot matter (the same resourceVersion, as a
 //     relist replays them; or a status-only write) emit nothing.
 //
+// The consumers below read a Store, not the Registry: a folder's
+// manifests (the file registry's IstioStore) are one too. A Store that
+// knows where each object was read is a Locator, and a consumer names an
+// object for its status with Ref, so that a refusal in file mode says
+// file, line and document.
+//
 // DestinationRules reach xDS through Policies (model.PolicyIndex): each
 // converted (ConvertDestinationRule: short hosts resolved against the
 // rule's namespace; subsets; loadBalancer.simple and consistentHash,
