@@ -299,7 +299,8 @@ func (r *Registry) report(st map[configstatus.Ref]configstatus.Status) {
 		}
 	}
 	for _, ref := range slices.SortedFunc(maps.Keys(st), compareRef) {
-		r.opts.Reporter.Set(ref, st[ref])
+		// With where the object was read, when its store says.
+		r.opts.Reporter.Set(crd.Ref(r.store, crd.Kind(ref.Kind), ref.Namespace, ref.Name), st[ref])
 		r.reported[ref] = true
 	}
 }
