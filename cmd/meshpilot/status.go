@@ -36,13 +36,8 @@ A "-" means the client never asked for that type.
 
 "status services" lists the services meshpilot knows, with their endpoints.
 
-"status config" prints, as istioctl analyze does, one line per problem of
-the Istio objects meshpilot read: "Error [refused]" for an object not
-applied (its last good version stays in force), "Info [ignored-for-grpc]"
-and "Info [ignored-for-envoy]" for a field a kind of client does not get,
-each with the object, the field and why; then a summary. It exits with
-code 79 when an object is refused (as istioctl analyze does when it finds
-issues), 1 when the server cannot be read, else 0.
+"status config" prints the problems of the Istio objects meshpilot read,
+as istioctl analyze does (see "status config --help").
 
 --server is the address of meshpilot's debug pages: its --http-addr, or its
 --debug-addr when set.`,
@@ -79,7 +74,22 @@ issues), 1 when the server cannot be read, else 0.
 	cmd.AddCommand(&cobra.Command{
 		Use:   "config",
 		Short: "Print the problems of the Istio objects meshpilot read, as istioctl analyze does; exit 79 when one is refused",
-		Args:  cobra.NoArgs,
+		Long: `config reads /debug/configz and prints one line per problem of the Istio
+objects meshpilot read, as istioctl analyze does:
+
+  Error [refused] (KIND NAMESPACE/NAME) FIELD: WHY
+      the object is not applied; its last good version, if any, stays in force
+  Info [ignored-for-grpc] (KIND NAMESPACE/NAME) FIELD: WHY
+      proxyless gRPC clients do not get this field (WHY says what they get)
+  Info [ignored-for-envoy] (KIND NAMESPACE/NAME) FIELD: WHY
+      Envoy clients do not get this field
+
+An object read from a file (serve --from) is named with its file, line and
+document. A summary line follows. The exit code is 79 when an object is
+refused (istioctl analyze's when it finds issues), 1 when the debug pages
+cannot be read, else 0.`,
+		Example: `  meshpilot status --server http://127.0.0.1:15014 config`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var z debug.Configz
 			if err := getJSON(cmd.Context(), f, "/debug/configz", &z); err != nil {
