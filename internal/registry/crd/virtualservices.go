@@ -46,11 +46,16 @@ type Routes struct {
 	// converted holds what each object's conversion reported, by
 	// namespace/name, before host conflicts are added.
 	converted map[string]configstatus.Status
+	// naming holds, per host, the objects in force that name it, by
+	// namespace/name: what byHost is built from.
+	naming map[model.Hostname]map[string]*model.VirtualService
 	// byHost holds, per host, the VirtualServices that route it.
 	byHost map[model.Hostname]model.HostVirtualServices
 	// subsetUsers lists, per host, the objects that name a subset of it:
-	// a change to its DestinationRules checks them again.
+	// a change to its DestinationRules checks them again. subsetHosts
+	// is the same by object.
 	subsetUsers map[model.Hostname]map[string]bool
+	subsetHosts map[string][]model.Hostname
 }
 
 // NewRoutes builds the route view of store; it follows store's events
@@ -61,8 +66,10 @@ func NewRoutes(store Store, opts RouteOptions) *Routes {
 		opts:        opts,
 		inForce:     map[string]*model.VirtualService{},
 		converted:   map[string]configstatus.Status{},
+		naming:      map[model.Hostname]map[string]*model.VirtualService{},
 		byHost:      map[model.Hostname]model.HostVirtualServices{},
 		subsetUsers: map[model.Hostname]map[string]bool{},
+		subsetHosts: map[string][]model.Hostname{},
 	}
 	store.AppendEventHandler(func(ev Event) {
 		if ev.Kind == VirtualService {
@@ -139,17 +146,19 @@ func (r *Routes) subsetDefined() func(model.Hostname, string) bool {
 func (r *Routes) set(key string, obj *networkingv1.VirtualService, now *model.VirtualService, status configstatus.Status) (hosts []model.Hostname, affected []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for h, users := range r.subsetUsers {
-		delete(users, key)
-		if len(users) == 0 {
+	for _, h := range r.subsetHosts[key] {
+		delete(r.subsetUsers[h], key)
+		if len(r.subsetUsers[h]) == 0 {
 			delete(r.subsetUsers, h)
 		}
 	}
+	delete(r.subsetHosts, key)
 	if obj == nil {
 		delete(r.converted, key)
 	} else {
 		r.converted[key] = status
-		for _, h := range subsetHosts(obj, r.opts.DomainSuffix) {
+		r.subsetHosts[key] = subsetHosts(obj, r.opts.DomainSuffix)
+		for _, h := range r.subsetHosts[key] {
 			if r.subsetUsers[h] == nil {
 				r.subsetUsers[h] = map[string]bool{}
 			}
@@ -172,9 +181,18 @@ func (r *Routes) set(key string, obj *networkingv1.VirtualService, now *model.Vi
 	}
 	if old != nil {
 		hosts = append(hosts, old.Hosts...)
+		for _, h := range old.Hosts {
+			delete(r.naming[h], key)
+		}
 	}
 	if cur := r.inForce[key]; cur != nil {
 		hosts = append(hosts, cur.Hosts...)
+		for _, h := range cur.Hosts {
+			if r.naming[h] == nil {
+				r.naming[h] = map[string]*model.VirtualService{}
+			}
+			r.naming[h][key] = cur
+		}
 	}
 	slices.Sort(hosts)
 	hosts = slices.Compact(hosts)
@@ -187,22 +205,19 @@ func (r *Routes) set(key string, obj *networkingv1.VirtualService, now *model.Vi
 	return hosts, slices.Compact(affected)
 }
 
-// reindex rebuilds the VirtualServices of one host from inForce and
+// reindex rebuilds the VirtualServices of one host from naming and
 // returns every one that names it (their host conflicts may have
 // changed).
 func (r *Routes) reindex(h model.Hostname) []*model.VirtualService {
 	var all []*model.VirtualService
-	for _, vs := range r.inForce {
-		if slices.Contains(vs.Hosts, h) {
-			all = append(all, vs)
-		}
-	}
 	var hv model.HostVirtualServices
-	for _, vs := range all {
+	for _, vs := range r.naming[h] {
+		all = append(all, vs)
 		hv.Add(vs)
 	}
 	if len(hv) == 0 {
 		delete(r.byHost, h)
+		delete(r.naming, h)
 	} else {
 		r.byHost[h] = hv
 	}
