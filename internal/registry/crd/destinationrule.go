@@ -48,8 +48,10 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		Policy:    c.trafficPolicy("spec.trafficPolicy", dr.Spec.GetTrafficPolicy()),
 		ExportTo:  dr.Spec.GetExportTo(),
 	}
+	seen := map[string]int{} // subset name -> index
 	for i, s := range dr.Spec.GetSubsets() {
 		path := fmt.Sprintf("spec.subsets[%d]", i)
+		c.subset(path, s, seen, i)
 		sub := model.Subset{Name: s.GetName(), Policy: c.trafficPolicy(path+".trafficPolicy", s.GetTrafficPolicy())}
 		if len(s.GetLabels()) > 0 {
 			sub.Labels = model.Labels(s.GetLabels())
@@ -66,6 +68,22 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 // what becomes of their fields.
 type policyConverter struct {
 	status configstatus.Status
+}
+
+// subset refuses a subset that cannot work: without a name (nothing can
+// name it), named as an earlier one (which one a route means is
+// ambiguous), or without labels (it would select every endpoint of the
+// host, which is the host itself: most likely labels left out).
+func (c *policyConverter) subset(path string, s *apinetworking.Subset, seen map[string]int, i int) {
+	switch prev, dup := seen[s.GetName()]; {
+	case s.GetName() == "":
+		c.refuse(path+".name", "a subset needs a name")
+	case dup:
+		c.refuse(path+".name", fmt.Sprintf("subset %q is defined twice (spec.subsets[%d])", s.GetName(), prev))
+	case len(s.GetLabels()) == 0:
+		c.refuse(path+".labels", "a subset needs labels to select its endpoints")
+	}
+	seen[s.GetName()] = i
 }
 
 func (c *policyConverter) refuse(path, why string) {

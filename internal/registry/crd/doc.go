@@ -41,9 +41,13 @@
 // with portLevelSettings and per-subset overrides) and indexed by host;
 // a change is a model.ConfigChanged event with the DestinationRuleKey of
 // the hosts it touched, and exportTo limits which clients see it.
-// A rule that cannot be converted (a wildcard host, not served yet) is
-// refused: its status (PolicyOptions.Status) says why, and its last good
-// version stays in force.
+// A rule that cannot work (a wildcard host, not served yet; a subset
+// without a name or labels, or named twice; a consistent hash without a
+// key; MUTUAL TLS without a client certificate; ISTIO_MUTUAL with
+// certificates of its own; a host that an earlier rule by name of its
+// namespace has) is refused: its status (PolicyOptions.Status) says why,
+// with the field, and its last good version stays in force (a rule
+// shadowed by an earlier one applies once that one goes).
 //
 // VirtualServices reach xDS through Routes (model.RouteIndex): each
 // converted for the mesh gateway (ConvertVirtualService: http routes with

@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 
@@ -36,21 +37,28 @@ type PolicyOptions struct {
 // in the old or the new root namespace, the only hosts whose choice of
 // rule it can change.
 //
-// Not done yet: wildcard hosts are refused; two rules of one namespace
-// for one host are not merged as Istio merges them: the first by name
-// wins (and when exportTo hides it from a client, that namespace has no
-// rule for the client).
+// Two rules of one namespace for one host are not merged as Istio merges
+// them: the first by name applies and the others are refused (their
+// status says which rule won), until it goes. When exportTo hides the
+// winner from a client, that namespace has no rule for the client.
+//
+// Not done yet: wildcard hosts are refused.
 type Policies struct {
 	reg  Store
 	opts PolicyOptions
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards rules, byHost and root
+	mu sync.RWMutex // guards rules, current, byHost and root
 	// root is the root namespace in force.
 	root string
-	// rules holds each object's converted rule, by namespace/name.
+	// rules holds each object's converted rule, by namespace/name: its
+	// last good version.
 	rules map[string]*model.DestinationRule
+	// current holds, by namespace/name, the objects whose latest version
+	// converted, with their status and reference: whether another rule
+	// shadows them decides what their status says.
+	current map[string]convertedRule
 	// byHost holds, per host, the rule of each namespace that has one.
 	byHost map[model.Hostname]model.HostRules
 }
@@ -59,10 +67,11 @@ type Policies struct {
 // call it before reg runs.
 func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 	p := &Policies{
-		reg:    reg,
-		opts:   opts,
-		rules:  map[string]*model.DestinationRule{},
-		byHost: map[model.Hostname]model.HostRules{},
+		reg:     reg,
+		opts:    opts,
+		rules:   map[string]*model.DestinationRule{},
+		current: map[string]convertedRule{},
+		byHost:  map[model.Hostname]model.HostRules{},
 	}
 	p.root = p.rootOf(nil)
 	if opts.Mesh != nil {
@@ -81,19 +90,69 @@ func (p *Policies) onEvent(ev Event) {
 	if ev.Kind != DestinationRule {
 		return
 	}
+	key := ev.Namespace + "/" + ev.Name
 	ref := Ref(p.reg, DestinationRule, ev.Namespace, ev.Name)
 	var now *model.DestinationRule
 	if obj := p.reg.DestinationRule(ev.Namespace, ev.Name); obj != nil {
 		var status configstatus.Status
 		now, status = ConvertDestinationRule(obj, p.opts.DomainSuffix)
-		p.opts.Status.Set(ref, status)
 		if now == nil {
+			p.mu.Lock()
+			delete(p.current, key)
+			p.mu.Unlock()
+			p.opts.Status.Set(ref, status)
 			return
 		}
+		p.mu.Lock()
+		p.current[key] = convertedRule{ref: ref, status: status}
+		p.mu.Unlock()
 	} else {
+		p.mu.Lock()
+		delete(p.current, key)
+		p.mu.Unlock()
 		p.opts.Status.Delete(ref)
 	}
-	p.notify(p.set(ev.Namespace+"/"+ev.Name, now))
+	hosts := p.set(key, now)
+	p.reportShadowed(hosts)
+	p.notify(hosts)
+}
+
+// convertedRule is an object whose latest version converted.
+type convertedRule struct {
+	ref    configstatus.Ref
+	status configstatus.Status
+}
+
+// reportShadowed records the status of every converted rule of hosts:
+// its conversion's, or refused when an earlier rule by name of its
+// namespace has the same host (Istio would merge the two; meshpilot
+// applies the first alone, and says so rather than dropping the other
+// silently).
+func (p *Policies) reportShadowed(hosts []model.Hostname) {
+	type update struct {
+		ref    configstatus.Ref
+		status configstatus.Status
+	}
+	var updates []update
+	p.mu.RLock()
+	for key, r := range p.rules {
+		if !slices.Contains(hosts, r.Host) {
+			continue
+		}
+		c, ok := p.current[key]
+		if !ok {
+			continue // refused on its own: its status says why
+		}
+		st := c.status
+		if w := p.byHost[r.Host][r.Namespace]; w != nil && w.Name != r.Name {
+			st = configstatus.Refuse("spec.host", fmt.Sprintf("DestinationRule %s/%s, first by name, already applies to %s in this namespace", w.Namespace, w.Name, r.Host))
+		}
+		updates = append(updates, update{c.ref, st})
+	}
+	p.mu.RUnlock()
+	for _, u := range updates {
+		p.opts.Status.Set(u.ref, u.status)
+	}
 }
 
 // notify tells the handlers that the rules of hosts changed.
