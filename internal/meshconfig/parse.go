@@ -49,6 +49,13 @@ var honoured = map[string]bool{
 	"trustDomainAliases":                              true,
 	"rootNamespace":                                   true,
 	"serviceSettings":                                 true,
+	// failoverPriority orders endpoints by the client's labels, which
+	// meshpilot does not know: it acts as Istio does for a client
+	// without labels (nothing), so it is listed as ignored.
+	"localityLbSetting":            true,
+	"localityLbSetting.enabled":    true,
+	"localityLbSetting.distribute": true,
+	"localityLbSetting.failover":   true,
 }
 
 // Parse reads a MeshConfig in YAML or JSON, as Istio does
@@ -106,6 +113,11 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 		}
 		out.RootNamespace = ns
 	}
+	lb, err := localityLBOf(mesh.GetLocalityLbSetting())
+	if err != nil {
+		return nil, err
+	}
+	out.LocalityLB = lb
 	ss, err := serviceSettingsOf(mesh.GetServiceSettings())
 	if err != nil {
 		return nil, err

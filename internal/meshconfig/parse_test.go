@@ -76,6 +76,40 @@ serviceSettings:
 		},
 		{desc: "a bad service settings host", in: `serviceSettings: [{hosts: ["a.*.com"]}]`, err: "serviceSettings[0].hosts[0]: "},
 		{desc: "an empty service settings host", in: `serviceSettings: [{hosts: [ok.com]}, {hosts: [""]}]`, err: "serviceSettings[1].hosts[0]: empty"},
+		{
+			desc: "locality failover; failoverPriority is ignored",
+			in: `
+localityLbSetting:
+  enabled: true
+  failover: [{from: us-east, to: us-west}]
+  failoverPriority: [topology.istio.io/network]
+`,
+			want: model.MeshSettings{LocalityLB: &model.LocalityLB{
+				Failover: []model.LocalityFailover{{From: "us-east", To: "us-west"}}, FailoverPriority: []string{"topology.istio.io/network"},
+			}},
+			ignored: []string{"localityLbSetting.failoverPriority"},
+		},
+		{
+			desc: "locality distribute",
+			in: `
+localityLbSetting:
+  distribute:
+  - from: us-west/zone1/*
+    to: {"us-west/zone1/*": 80, "us-west/zone2/*": 20}
+`,
+			want: model.MeshSettings{LocalityLB: &model.LocalityLB{Distribute: []model.LocalityDistribute{
+				{From: "us-west/zone1/*", To: map[string]uint32{"us-west/zone1/*": 80, "us-west/zone2/*": 20}},
+			}}},
+		},
+		{desc: "locality disabled", in: "localityLbSetting: {enabled: false}", want: model.MeshSettings{LocalityLB: &model.LocalityLB{Disabled: true}}},
+		{desc: "distribute and failover", in: "localityLbSetting: {distribute: [{from: a, to: {b: 100}}], failover: [{from: a, to: b}]}", err: "localityLbSetting: distribute and failover"},
+		{desc: "weights not adding up to 100", in: "localityLbSetting: {distribute: [{from: a, to: {b: 60, c: 30}}]}", err: "localityLbSetting.distribute[0].to: the weights add up to 90"},
+		{desc: "a weight of 0", in: "localityLbSetting: {distribute: [{from: a, to: {b: 0, c: 100}}]}", err: "localityLbSetting.distribute[0].to[b]: weight 0"},
+		{desc: "overlapping destinations", in: "localityLbSetting: {distribute: [{from: a, to: {b: 50, b/z: 50}}]}", err: `localityLbSetting.distribute[0].to: "b/z" overlaps`},
+		{desc: "a wildcard not last", in: "localityLbSetting: {distribute: [{from: '*/z', to: {b: 100}}]}", err: "localityLbSetting.distribute: from: "},
+		{desc: "failover to the same region", in: "localityLbSetting: {failover: [{from: a, to: a}]}", err: "localityLbSetting.failover[0]: from and to are the same"},
+		{desc: "failover with a zone", in: "localityLbSetting: {failover: [{from: a/z, to: b}]}", err: "localityLbSetting.failover[0]: from and to are regions"},
+		{desc: "failover with topology priority", in: "localityLbSetting: {failover: [{from: a, to: b}], failoverPriority: [topology.kubernetes.io/zone]}", err: "localityLbSetting.failoverPriority[0]"},
 		{desc: "bad alias", in: "trustDomainAliases: [ok.org, bad_one.org]", err: "trustDomainAliases[1]: "},
 		{desc: "empty alias", in: `trustDomainAliases: [""]`, err: "trustDomainAliases[0]: empty"},
 		{

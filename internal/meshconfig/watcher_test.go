@@ -223,8 +223,14 @@ func TestFileReloadReportsChangedParts(t *testing.T) {
 			check: func(m *model.MeshSettings) bool { return m.ClusterLocal("cart.shop.svc.cluster.local", "") },
 		},
 		{
+			desc: "locality load balancing", content: "trustDomain: example.org\ntrustDomainAliases: [old.example.org]\ndefaultHttpRetryPolicy: {attempts: 1}\nrootNamespace: istio-system\n" +
+				"serviceSettings: [{settings: {clusterLocal: true}, hosts: ['*.shop.svc.cluster.local']}]\nlocalityLbSetting: {failover: [{from: r1, to: r2}]}\n",
+			want:  []model.ConfigKey{model.MeshLocalityLBKey},
+			check: func(m *model.MeshSettings) bool { return m.LocalityLB != nil && len(m.LocalityLB.Failover) == 1 },
+		},
+		{
 			desc: "back to the defaults: every part", content: "",
-			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey, model.MeshRootNamespaceKey, model.MeshServiceSettingsKey},
+			want: []model.ConfigKey{model.MeshRetryKey, model.MeshTrustDomainKey, model.MeshRootNamespaceKey, model.MeshServiceSettingsKey, model.MeshLocalityLBKey},
 			check: func(m *model.MeshSettings) bool {
 				return m.TrustDomain == model.DefaultTrustDomain && m.DefaultHTTPRetry == nil
 			},

@@ -32,6 +32,9 @@ type MeshSettings struct {
 	// ServiceSettings are MeshConfig's serviceSettings, in order; see
 	// ClusterLocalHosts.
 	ServiceSettings []ServiceSettings
+	// LocalityLB is localityLbSetting; nil is Istio's default (enabled,
+	// nothing else set).
+	LocalityLB *LocalityLB
 }
 
 // DefaultMeshSettings returns Istio's default mesh.
@@ -78,6 +81,8 @@ var (
 	// MeshServiceSettingsKey is ServiceSettings: which hosts are
 	// cluster-local. Nothing reads it while meshpilot serves one cluster.
 	MeshServiceSettingsKey = ConfigKey{Kind: KindMeshConfig, Name: "serviceSettings"}
+	// MeshLocalityLBKey is LocalityLB: endpoint assignments read it.
+	MeshLocalityLBKey = ConfigKey{Kind: KindMeshConfig, Name: "localityLbSetting"}
 )
 
 // meshParts says which fields of MeshSettings make up each part.
@@ -91,6 +96,7 @@ var meshParts = []struct {
 	}},
 	{MeshRootNamespaceKey, func(a, b *MeshSettings) bool { return a.RootNamespace == b.RootNamespace }},
 	{MeshServiceSettingsKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.ServiceSettings, b.ServiceSettings) }},
+	{MeshLocalityLBKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.LocalityLB, b.LocalityLB) }},
 }
 
 // MeshKeys returns the keys of the parts of the settings that differ

@@ -26,6 +26,7 @@ func TestMeshKeys(t *testing.T) {
 		{"alias", def, with(func(m *MeshSettings) { m.TrustDomainAliases = []string{"old.org"} }), []ConfigKey{MeshTrustDomainKey}},
 		{"root namespace", def, with(func(m *MeshSettings) { m.RootNamespace = "istio-system" }), []ConfigKey{MeshRootNamespaceKey}},
 		{"service settings", def, with(func(m *MeshSettings) { m.ServiceSettings = []ServiceSettings{{ClusterLocal: true}} }), []ConfigKey{MeshServiceSettingsKey}},
+		{"locality", def, with(func(m *MeshSettings) { m.LocalityLB = &LocalityLB{Disabled: true} }), []ConfigKey{MeshLocalityLBKey}},
 		{"both", def, with(func(m *MeshSettings) {
 			m.TrustDomain = "example.org"
 			m.DefaultHTTPRetry = &HTTPRetry{}

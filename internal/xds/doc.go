@@ -75,7 +75,12 @@
 //     WorkloadEntries set them), each endpoint with its health and weight; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to
 //     Envoy: then one resource name has two variants, one per client
-//     kind; otherwise both kinds share one.
+//     kind; otherwise both kinds share one. MeshConfig localityLbSetting
+//     (endpoint_locality.go; it depends on model.MeshLocalityLBKey, so its
+//     change regenerates endpoint assignments only) orders localities
+//     by closeness to the client (failover, for a cluster whose rule
+//     sets outlier detection, as Istio) or reweighs them (distribute);
+//     a service's trafficDistribution comes first.
 //
 // Unknown names get no resource. Envoy (any client that is not gRPC) may
 // subscribe to everything for clusters, endpoints and routes; a wildcard

@@ -32,7 +32,9 @@ const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAs
 // endpoints the traffic of those going away. A locality with no HEALTHY
 // endpoint must attract nothing, and the two kinds of client get it in
 // the shape each handles best (see localityWithoutHealthy); when there is
-// no such locality both get the same resource.
+// no such locality both get the same resource. MeshConfig's
+// localityLbSetting then orders or reweighs the localities for the
+// client (endpoint_locality.go).
 type endpointGenerator struct{ GeneratorOptions }
 
 func (*endpointGenerator) Type() ResourceType {
@@ -49,11 +51,11 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	port := key.Port
 	var selector model.Labels
 	var vary Vary
+	var rule *model.DestinationRule
+	ruleRead := false
 	if key.Subset != "" {
-		// Only a subset's endpoints depend on the rule: the whole
-		// service's never do.
-		var rule *model.DestinationRule
 		rule, deps, vary = g.ruleFor(c, svc, deps)
+		ruleRead = true
 		s := rule.Subset(key.Subset)
 		if s == nil {
 			return Result{Deps: deps, Vary: vary}
@@ -63,6 +65,22 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	}
 	near := closenessFor(svc, c)
 	eps := g.Discovery.Endpoints(svc.Hostname, port, selector)
+	var loc localityPlan
+	if !near.byZone && !near.byNode {
+		// A service's trafficDistribution comes before the mesh's
+		// locality setting, as in Istio (GetEffectiveLbSetting).
+		deps = append(deps, model.MeshLocalityLBKey)
+		var v Vary
+		loc, v = g.localityFor(c, key, eps, func() *model.DestinationRule {
+			if !ruleRead {
+				var rv Vary
+				rule, deps, rv = g.ruleFor(c, svc, deps)
+				vary |= rv
+			}
+			return rule
+		})
+		vary |= v
+	}
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
 	groups := map[groupKey]*localityGroup{}
 	var order []*localityGroup
@@ -77,6 +95,7 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 			continue
 		}
 		seen[key] = struct{}{}
+		priority = priority*localityPriorities + loc.priority(ep.Locality)
 		gk := groupKey{ep.Locality, priority}
 		grp := groups[gk]
 		if grp == nil {
@@ -109,9 +128,10 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 		return cmp.Or(cmp.Compare(a.priority, b.priority), strings.Compare(a.sortKey, b.sortKey))
 	})
 	vary |= near.vary
+	order = loc.distribute(order)
 	for _, grp := range order {
 		if grp.healthy > 0 {
-			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.healthy)
+			grp.lle.LoadBalancingWeight = wrapperspb.UInt32(grp.weight())
 		} else {
 			vary |= VaryKind
 			if !localityWithoutHealthy(c) {
@@ -222,6 +242,16 @@ type localityGroup struct {
 	priority uint32
 	healthy  uint32 // the weights of its HEALTHY endpoints (1 each unless set): the locality's weight
 	sortKey  string // "region/zone/subzone", computed once for sorting
+	// distributed, when not zero, replaces healthy as the locality's
+	// weight (localityLbSetting distribute).
+	distributed uint32
+}
+
+func (g *localityGroup) weight() uint32 {
+	if g.distributed > 0 {
+		return g.distributed
+	}
+	return g.healthy
 }
 
 // localityWithoutHealthy says whether a client is sent a locality that

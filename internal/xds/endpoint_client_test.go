@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -74,19 +76,28 @@ func TestEndpointsPerClient(t *testing.T) {
 			if err := Validate(cla); err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for _, l := range cla.GetEndpoints() {
-				var addrs []string
-				for _, e := range l.GetLbEndpoints() {
-					addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
-				}
-				got = append(got, fmt.Sprintf("%d:%s:%s", l.GetPriority(), l.GetLocality().GetZone(), strings.Join(addrs, ",")))
-			}
-			if s := strings.Join(got, ";"); s != tc.want {
+			s := describeLocalities(cla, func(l *endpoint.LocalityLbEndpoints, addrs string) string {
+				return fmt.Sprintf("%d:%s:%s", l.GetPriority(), l.GetLocality().GetZone(), addrs)
+			})
+			if s != tc.want {
 				t.Errorf("got  %s\nwant %s", s, tc.want)
 			}
 		})
 	}
+}
+
+// describeLocalities writes each locality entry of cla with line, given
+// the entry and its addresses joined by commas, and joins them with ";".
+func describeLocalities(cla *endpoint.ClusterLoadAssignment, line func(l *endpoint.LocalityLbEndpoints, addrs string) string) string {
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		var addrs []string
+		for _, e := range l.GetLbEndpoints() {
+			addrs = append(addrs, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+		}
+		out = append(out, line(l, strings.Join(addrs, ",")))
+	}
+	return strings.Join(out, ";")
 }
 
 // TestEndpointVariantsShared: a ClusterLoadAssignment that depends on the

@@ -76,6 +76,8 @@ const (
 	VaryZone
 	// VaryAddresses: the client's addresses (Client.IPs) matter.
 	VaryAddresses
+	// VaryLocality: the client's region, zone and subzone matter.
+	VaryLocality
 )
 
 // variant is the part of a client that a Vary selects; clients with equal
@@ -86,6 +88,7 @@ type variant struct {
 	namespace    string
 	node         string
 	region, zone string
+	subzone      string
 	addresses    string // Client.IPs, joined by commas
 }
 
@@ -102,6 +105,9 @@ func (v Vary) of(c *Client) variant {
 	}
 	if v&VaryZone != 0 {
 		out.region, out.zone = c.Locality.Region, c.Locality.Zone
+	}
+	if v&VaryLocality != 0 {
+		out.region, out.zone, out.subzone = c.Locality.Region, c.Locality.Zone, c.Locality.Subzone
 	}
 	if v&VaryAddresses != 0 {
 		out.addresses = strings.Join(c.IPs, ",")

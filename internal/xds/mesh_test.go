@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // testMesh is mesh settings a test changes; a change is pushed by the
@@ -78,24 +80,11 @@ func TestRetryPolicy(t *testing.T) {
 func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 	mesh := &testMesh{}
 	ts := startServer(t, baseStore(), withMesh(mesh))
-	routes := openADS(t, dial(t, ts.addr), grpcNode("routes", "default"))
-	routes.Subscribe(RouteType, reviews)
-	routes.ACK(routes.Next())
-	eds := openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
-	eds.Subscribe(EndpointType, reviews)
-	eds.ACK(eds.Next())
-	if p := routeRetry(routes.RouteConfiguration(reviews)); !proto.Equal(p, defaultRetryPolicy()) {
-		t.Fatalf("retry policy %v, want istiod's default", p)
-	}
-
 	// Both clients wait, each under the keys of what it holds.
 	reviewsHost := model.Hostname("reviews.default.svc.cluster.local")
-	deadline := time.Now().Add(wait)
-	for !(waiting(ts.Server, model.MeshRetryKey) == 1 && waiting(ts.Server, model.EndpointsKey(reviewsHost)) == 1) {
-		if time.Now().After(deadline) {
-			t.Fatal("the clients' watches never waited")
-		}
-		time.Sleep(5 * time.Millisecond) // polling
+	routes, eds := reviewsReaders(t, ts, model.MeshRetryKey, model.EndpointsKey(reviewsHost))
+	if p := routeRetry(routes.RouteConfiguration(reviews)); !proto.Equal(p, defaultRetryPolicy()) {
+		t.Fatalf("retry policy %v, want istiod's default", p)
 	}
 
 	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
@@ -114,6 +103,26 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 	if got := claAddrs(t, eds.Next()); len(got[reviews]) != 1 || got[reviews][0] != "10.0.0.9" {
 		t.Fatalf("EDS client got %v, want reviews' new endpoint", got)
 	}
+}
+
+// reviewsReaders opens a client holding reviews' route configuration and
+// one holding its endpoints, and waits until one watch waits on each key.
+func reviewsReaders(t *testing.T, ts *testServer, keys ...model.ConfigKey) (routes, eds *xdstest.TestClient) {
+	t.Helper()
+	routes = openADS(t, dial(t, ts.addr), grpcNode("routes", "default"))
+	routes.Subscribe(RouteType, reviews)
+	routes.ACK(routes.Next())
+	eds = openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
+	eds.Subscribe(EndpointType, reviews)
+	eds.ACK(eds.Next())
+	deadline := time.Now().Add(wait)
+	for slices.ContainsFunc(keys, func(k model.ConfigKey) bool { return waiting(ts.Server, k) != 1 }) {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients' watches never waited")
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
+	return routes, eds
 }
 
 // waiting counts the watches waiting on a change of k.
