@@ -115,3 +115,37 @@ func TestVirtualServiceNotForGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestVirtualServiceByClientNamespace: a VirtualService exported to its
+// own namespace routes that namespace's clients only, and the route then
+// varies by namespace; one exported to all does not.
+func TestVirtualServiceByClientNamespace(t *testing.T) {
+	st := model.NewStore()
+	svc := service("reviews", "default", 9080)
+	st.Update(svc, nil)
+	name := model.ClusterName(9080, "", svc.Hostname)
+	v1 := model.ClusterName(9080, "v1", svc.Hostname)
+	routes := &testRoutes{}
+	g := &routeGenerator{GeneratorOptions{Discovery: st, Routes: routes}}
+	vs := &model.VirtualService{Namespace: "team", Name: "r", Hosts: []model.Hostname{svc.Hostname},
+		HTTP: []model.HTTPRoute{{Route: []model.RouteDestination{{Host: svc.Hostname, Subset: "v1", Weight: 100}}}}}
+	for _, tc := range []struct {
+		exportTo []string
+		clientNS string
+		want     string
+		vary     Vary
+	}{
+		{[]string{"."}, "team", v1, VaryKind | VaryNamespace},
+		{[]string{"."}, "other", name, VaryNamespace},
+		{nil, "other", v1, VaryKind},
+	} {
+		v := *vs
+		v.ExportTo = tc.exportTo
+		routes.set(&v)
+		res := g.Generate(&Client{GRPC: true, Namespace: tc.clientNS}, name)
+		got := res.Resource.(*route.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster()
+		if got != tc.want || res.Vary != tc.vary {
+			t.Errorf("exportTo %v, client in %s: cluster %s, vary %b; want %s, %b", tc.exportTo, tc.clientNS, got, res.Vary, tc.want, tc.vary)
+		}
+	}
+}
