@@ -26,8 +26,17 @@ func (a *Controller) Services() []*model.Service {
 		return a.single.Services()
 	}
 	var all []*model.Service
+	nonEmpty := 0
 	for _, s := range a.sources {
-		all = append(all, s.Controller.Services()...)
+		if svcs := s.Controller.Services(); len(svcs) > 0 {
+			all = append(all, svcs...)
+			nonEmpty++
+		}
+	}
+	if nonEmpty <= 1 {
+		// One source's list is ordered and unique already: a source
+		// that serves nothing (no ServiceEntries) costs no sort.
+		return all
 	}
 	byHostname := func(x, y *model.Service) int { return cmp.Compare(x.Hostname, y.Hostname) }
 	// Stable: of the definitions of one hostname, the earlier source's

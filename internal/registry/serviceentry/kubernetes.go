@@ -41,7 +41,9 @@ func (r *Registry) hasWorkloadsIn(ns string) bool {
 // rebuildSelected sets the endpoints the WorkloadEntries give every
 // Kubernetes Service, after a WorkloadEntry changed.
 func (r *Registry) rebuildSelected(byNS map[string][]*workload) {
-	if r.opts.Services == nil {
+	// Without WorkloadEntries nor endpoints given before, there is
+	// nothing to look for among the Services.
+	if r.opts.Services == nil || (len(byNS) == 0 && len(r.foreign) == 0) {
 		return
 	}
 	hosts := maps.Clone(r.foreign)

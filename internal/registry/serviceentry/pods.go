@@ -41,7 +41,7 @@ func (r *Registry) onPods() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if slices.ContainsFunc(slices.Collect(maps.Values(r.entries)), func(e *entry) bool { return e.selects && changed[e.namespace] }) {
-		r.rebuild()
+		r.rebuild(false)
 	}
 }
 

@@ -132,7 +132,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	for _, we := range r.store.WorkloadEntries() {
 		r.convertWorkloadEntry(we.Namespace, we.Name)
 	}
-	r.rebuild()
+	r.rebuild(true)
 	r.mu.Unlock()
 	for {
 		select {
@@ -150,12 +150,11 @@ func (r *Registry) onEvent(ev crd.Event) {
 	switch ev.Kind {
 	case crd.ServiceEntry:
 		r.convertEntry(ev.Namespace, ev.Name)
+		r.rebuild(false)
 	case crd.WorkloadEntry:
 		r.convertWorkloadEntry(ev.Namespace, ev.Name)
-	default:
-		return
+		r.rebuild(true)
 	}
-	r.rebuild()
 }
 
 // convertEntry reads one ServiceEntry into entries; a refused one keeps
@@ -192,10 +191,12 @@ func (r *Registry) convertWorkloadEntry(ns, name string) {
 	r.convStatus[ref] = configstatus.Status{Refused: bad}
 }
 
-// rebuild sets the model from the objects in force. The stores report
-// only what really changed, so an object's change touches only the
-// services and endpoints it affects.
-func (r *Registry) rebuild() {
+// rebuild sets the model from the objects in force, and the endpoints
+// WorkloadEntries give Kubernetes Services when workloads changed (a
+// ServiceEntry never changes those). The stores report only what really
+// changed, so an object's change touches only the services and endpoints
+// it affects.
+func (r *Registry) rebuild(workloadsChanged bool) {
 	st := maps.Clone(r.convStatus)
 	byNS := r.workloadsByNamespace()
 
@@ -239,7 +240,9 @@ func (r *Registry) rebuild() {
 		r.own.Update(desired[h], endpoints[h])
 		r.served[h] = true
 	}
-	r.rebuildSelected(byNS)
+	if workloadsChanged {
+		r.rebuildSelected(byNS)
+	}
 	r.report(st)
 }
 
