@@ -151,10 +151,48 @@ func ignored(obj map[string]any, md protoreflect.MessageDescriptor, prefix strin
 			*out = append(*out, path+" (unknown field)")
 		case !honoured[path]:
 			*out = append(*out, path)
-		case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
-			if sub, ok := v.(map[string]any); ok && hasHonouredFields(path) {
+		case fd.Message() != nil && !fd.IsList() && !fd.IsMap() && hasHonouredFields(path):
+			if sub, ok := v.(map[string]any); ok {
 				ignored(sub, fd.Message(), path+".", out)
 			}
+		default:
+			unknownIn(v, fd, path, out)
+		}
+	}
+}
+
+// unknownIn appends the paths of the fields unknown to MeshConfig within
+// the value v of a field meshpilot applies whole, going into messages and
+// lists of messages ("serviceSettings[0].settings.typo"): protojson
+// drops them as Istio does, and they must not go unsaid.
+func unknownIn(v any, fd protoreflect.FieldDescriptor, path string, out *[]string) {
+	md := fd.Message()
+	if md == nil || fd.IsMap() {
+		return
+	}
+	values := []any{v}
+	if fd.IsList() {
+		values, _ = v.([]any)
+	}
+	for i, e := range values {
+		obj, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		prefix := path + "."
+		if fd.IsList() {
+			prefix = fmt.Sprintf("%s[%d].", path, i)
+		}
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			sub := md.Fields().ByJSONName(key)
+			if sub == nil {
+				sub = md.Fields().ByTextName(key)
+			}
+			if sub == nil {
+				*out = append(*out, prefix+key+" (unknown field)")
+				continue
+			}
+			unknownIn(obj[key], sub, prefix+sub.JSONName(), out)
 		}
 	}
 }

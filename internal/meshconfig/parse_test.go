@@ -74,6 +74,25 @@ serviceSettings:
 				{Hosts: []model.Hostname{"*"}},
 			}},
 		},
+		{
+			desc: "unknown fields within a field applied whole are listed",
+			in: `
+serviceSettings:
+- settings: {clusterLocal: true, clusterLocl: false}
+  hosts: [a.example.com]
+  host: [b.example.com]
+localityLbSetting:
+  failover: [{from: r1, to: r2, priority: 1}]
+`,
+			want: model.MeshSettings{
+				ServiceSettings: []model.ServiceSettings{{Hosts: []model.Hostname{"a.example.com"}, ClusterLocal: true}},
+				LocalityLB:      &model.LocalityLB{Failover: []model.LocalityFailover{{From: "r1", To: "r2"}}},
+			},
+			ignored: []string{
+				"localityLbSetting.failover[0].priority (unknown field)", "serviceSettings[0].host (unknown field)",
+				"serviceSettings[0].settings.clusterLocl (unknown field)",
+			},
+		},
 		{desc: "a bad service settings host", in: `serviceSettings: [{hosts: ["a.*.com"]}]`, err: "serviceSettings[0].hosts[0]: "},
 		{desc: "an empty service settings host", in: `serviceSettings: [{hosts: [ok.com]}, {hosts: [""]}]`, err: "serviceSettings[1].hosts[0]: empty"},
 		{
