@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,46 +21,57 @@ import (
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
-// TestMeshConfigFileReload edits the mesh config file of a running server:
-// the route a client holds changes its retry policy, and /debug/configz
-// shows the config in force, its source, the fields ignored and the
-// cluster-local hosts.
-func TestMeshConfigFileReload(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mesh.yaml")
-	write := func(s string) {
+// echoCluster is the route configuration, cluster and endpoint assignment of
+// the registry's service.
+const echoCluster = "outbound|7070||echo.default.svc.cluster.local"
+
+// meshServer starts a server of newRegistry with the mesh config file
+// path, first holding mesh, and a gRPC client of it; write replaces the
+// file.
+func meshServer(t *testing.T, mesh string) (s *Server, c *xdstest.TestClient, path string, write func(string)) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "mesh.yaml")
+	write = func(content string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("defaultHttpRetryPolicy: {attempts: 3}\n")
-	mesh, err := meshconfig.FromFile(path, nil)
+	write(mesh)
+	w, err := meshconfig.FromFile(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry()
 	reg.synced.Store(true)
-	s := start(t, Options{Sources: reg.sources(), Mesh: mesh})
-
+	s = start(t, Options{Sources: reg.sources(), Mesh: w})
 	conn, err := grpc.NewClient(s.XDSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	c := xdstest.Connect(t, conn, xdstest.Options{
+	c = xdstest.Connect(t, conn, xdstest.Options{
 		Node:    xdstest.GRPCNode(xdstest.NodeOptions{ID: xdstest.SidecarID("10.0.0.1", "client", "default"), Namespace: "default"}),
 		AutoACK: true, Wait: 20 * time.Second,
 	})
-	const name = "outbound|7070||echo.default.svc.cluster.local"
-	c.Subscribe(resourcev3.RouteType, name)
+	return s, c, path, write
+}
+
+// TestMeshConfigFileReload edits the mesh config file of a running server:
+// the route a client holds changes its retry policy, and /debug/configz
+// shows the config in force, its source, the fields ignored and the
+// cluster-local hosts.
+func TestMeshConfigFileReload(t *testing.T) {
+	s, c, path, write := meshServer(t, "defaultHttpRetryPolicy: {attempts: 3}\n")
+	c.Subscribe(resourcev3.RouteType, echoCluster)
 	retries := func() int {
-		p := c.RouteConfiguration(name).GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRetryPolicy()
+		p := c.RouteConfiguration(echoCluster).GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetRetryPolicy()
 		if p == nil {
 			return 0
 		}
 		return int(p.GetNumRetries().GetValue())
 	}
-	c.WaitUntil("the route with 3 retries", func() bool { return c.RouteConfiguration(name) != nil && retries() == 3 })
+	c.WaitUntil("the route with 3 retries", func() bool { return c.RouteConfiguration(echoCluster) != nil && retries() == 3 })
 
 	write("defaultHttpRetryPolicy: {attempts: 0}\nenableTracing: true\nserviceSettings: [{settings: {clusterLocal: true}, hosts: ['*.shop.svc.cluster.local']}]\n")
 	c.WaitUntil("the route without retries", func() bool { return retries() == 0 })
@@ -83,5 +95,26 @@ func TestMeshConfigFileReload(t *testing.T) {
 	}
 	if !reflect.DeepEqual(z.MeshConfig.ClusterLocalHosts, wantLocal) {
 		t.Errorf("/debug/configz cluster-local hosts %+v, want %+v", z.MeshConfig.ClusterLocalHosts, wantLocal)
+	}
+}
+
+// TestMeshConfigLocalityReload edits the mesh config file's
+// localityLbSetting under a running server: the endpoint assignment a
+// client holds follows it (a distribute entry naming no locality of the
+// service's endpoints leaves none), and the route it holds is not resent.
+func TestMeshConfigLocalityReload(t *testing.T) {
+	_, c, _, write := meshServer(t, "{}\n")
+	c.Subscribe(resourcev3.RouteType, echoCluster)
+	c.Subscribe(resourcev3.EndpointType, echoCluster)
+	addrs := func() string { return strings.Join(xdstest.Addresses(c.LoadAssignment(echoCluster)), ",") }
+	c.WaitUntil("echo's endpoint and route", func() bool { return c.RouteConfiguration(echoCluster) != nil && addrs() == "10.1.0.1" })
+	routeVersion := c.Version(resourcev3.RouteType)
+
+	write("localityLbSetting: {distribute: [{from: '*', to: {r9: 100}}]}\n")
+	c.WaitUntil("no endpoint outside r9", func() bool { return c.LoadAssignment(echoCluster) != nil && addrs() == "" })
+	write("localityLbSetting: {enabled: false}\n")
+	c.WaitUntil("echo's endpoint back", func() bool { return addrs() == "10.1.0.1" })
+	if v := c.Version(resourcev3.RouteType); v != routeVersion {
+		t.Errorf("the route was resent (version %s, then %s) after a change of localityLbSetting alone", routeVersion, v)
 	}
 }
