@@ -58,7 +58,8 @@
 // clients whole when they could not honour a route, and reported through
 // a configstatus.Reporter. A change is a model.ConfigChanged event with
 // the VirtualServiceKey of the hosts it touched.
-// The other kinds reach nothing yet. The registry is not a source of the
-// aggregate registry, and its HasSynced is not part of readiness: rules
-// that arrive later are pushed like any change.
+// ServiceEntries and WorkloadEntries reach xDS through registry/
+// serviceentry, a source of the aggregate registry that reads this
+// Store. This registry is not a source itself, and its HasSynced is not
+// part of readiness: rules that arrive later are pushed like any change.
 package crd
