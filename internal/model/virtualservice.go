@@ -51,6 +51,26 @@ type HTTPRoute struct {
 	// destination (Envoy only: the VirtualService is NotForGRPC).
 	Redirect       *HTTPRedirect
 	DirectResponse *HTTPDirectResponse
+	// Rewrite and Mirror change and copy the request (Envoy only).
+	Rewrite *HTTPRewrite
+	Mirror  []HTTPMirror
+}
+
+// HTTPRewrite rewrites a request before it is forwarded (Envoy only).
+type HTTPRewrite struct {
+	// URI replaces the matched prefix; Authority the host.
+	URI, Authority string
+	// RegexMatch and RegexSubstitute, when set, rewrite the path by a
+	// regular expression.
+	RegexMatch, RegexSubstitute string
+}
+
+// HTTPMirror copies a share of requests to another destination,
+// without waiting for its answers (Envoy only).
+type HTTPMirror struct {
+	Destination RouteDestination
+	// Percent of requests mirrored (0 to 100).
+	Percent float64
 }
 
 // HTTPMatch is one set of conditions, all of which a request meets.

@@ -136,6 +136,26 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 		}
 		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
+	if rw := hr.Rewrite; rw != nil {
+		switch {
+		case rw.RegexMatch != "":
+			a.RegexRewrite = &matcher.RegexMatchAndSubstitute{Pattern: &matcher.RegexMatcher{Regex: rw.RegexMatch}, Substitution: rw.RegexSubstitute}
+		case rw.URI != "":
+			a.PrefixRewrite = rw.URI
+		}
+		if rw.Authority != "" {
+			a.HostRewriteSpecifier = &route.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Authority}
+		}
+	}
+	for _, m := range hr.Mirror {
+		name, _, _, ds := g.destinationCluster(svc, port, m.Destination, deps)
+		deps = ds
+		a.RequestMirrorPolicies = append(a.RequestMirrorPolicies, &route.RouteAction_RequestMirrorPolicy{
+			Cluster:         name,
+			RuntimeFraction: &core.RuntimeFractionalPercent{DefaultValue: millionths(m.Percent)},
+			TraceSampled:    wrapperspb.Bool(false),
+		})
+	}
 	setTimeout(a, hr.Timeout, c.GRPC)
 	retries := hr.Retries
 	if retries == nil {

@@ -57,7 +57,8 @@ var grpcCodes = map[string]uint32{
 // mirror, CORS) keep the whole VirtualService from gRPC clients
 // (NotForGRPC), each reported; fields grpc-go merely ignores (header
 // changes, perTryTimeout) are reported and sent. Envoy gets what is
-// implemented; the rest is reported.
+// implemented (matches, redirect, directResponse, rewrite, mirror, as
+// istiod writes them); the rest (CORS, header changes) is reported.
 func ConvertVirtualService(vs *networkingv1.VirtualService, o ConvertOptions) (*model.VirtualService, configstatus.Status) {
 	c := &vsConverter{opts: o, ns: vs.Namespace}
 	out := c.convert(vs)
@@ -201,19 +202,7 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 		c.grpcCannot(path + ".corsPolicy")
 		c.ignoreEnvoy(path+".corsPolicy", whyNotEnvoy)
 	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"mirror", r.GetMirror() != nil},
-		{"mirrors", len(r.GetMirrors()) > 0},
-		{"mirrorPercentage", r.GetMirrorPercentage() != nil || r.GetMirrorPercent() != nil},
-	} {
-		if f.set {
-			c.grpcCannot(path + "." + f.name)
-			c.ignoreEnvoy(path+"."+f.name, whyNotEnvoy)
-		}
-	}
+	c.mirrors(path, r, &out)
 	return out, true
 }
 
@@ -236,10 +225,53 @@ func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *mode
 	}
 	if rw := r.GetRewrite(); rw != nil {
 		c.grpcCannot(path + ".rewrite")
-		c.ignoreEnvoy(path+".rewrite", whyNotEnvoy)
+		out.Rewrite = &model.HTTPRewrite{URI: rw.GetUri(), Authority: rw.GetAuthority(),
+			RegexMatch: rw.GetUriRegexRewrite().GetMatch(), RegexSubstitute: rw.GetUriRegexRewrite().GetRewrite()}
+		if out.Rewrite.RegexMatch != "" {
+			if _, err := regexp.Compile(out.Rewrite.RegexMatch); err != nil {
+				c.refuse(path+".rewrite.uriRegexRewrite.match", "not an RE2 regular expression: "+err.Error())
+			}
+		}
 	}
 	if len(out.Route) == 0 && out.Redirect == nil && out.DirectResponse == nil {
 		c.refuse(path+".route", "a route needs a destination, a redirect or a direct response")
+	}
+}
+
+// mirrors converts mirror (with mirrorPercentage or the deprecated
+// mirrorPercent) and mirrors as istiod does: no percentage is all
+// requests, 0 is none.
+func (c *vsConverter) mirrors(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
+	add := func(field string, d *apinetworking.Destination, p *apinetworking.Percent, deprecated *uint32) {
+		c.grpcCannot(field)
+		host, ok := ruleHost(d.GetHost(), c.ns, c.opts.DomainSuffix)
+		if !ok {
+			c.refuse(field+".host", fmt.Sprintf("%q is not a service host", d.GetHost()))
+			return
+		}
+		pct := 100.0
+		switch {
+		case p != nil:
+			pct = p.GetValue()
+		case deprecated != nil:
+			pct = float64(*deprecated)
+		}
+		if pct <= 0 {
+			return
+		}
+		out.Mirror = append(out.Mirror, model.HTTPMirror{Percent: pct,
+			Destination: model.RouteDestination{Host: host, Subset: d.GetSubset(), Port: int32(d.GetPort().GetNumber())}})
+	}
+	if m := r.GetMirror(); m != nil {
+		var deprecated *uint32
+		if mp := r.GetMirrorPercent(); mp != nil {
+			v := mp.GetValue()
+			deprecated = &v
+		}
+		add(path+".mirror", m, r.GetMirrorPercentage(), deprecated)
+	}
+	for i, m := range r.GetMirrors() {
+		add(fmt.Sprintf("%s.mirrors[%d].destination", path, i), m.GetDestination(), m.GetPercentage(), nil)
 	}
 }
 
