@@ -74,8 +74,9 @@ func TestStatusConfig(t *testing.T) {
 }
 
 // TestStatusConfigFromServe runs meshpilot serve against a real API
-// server with Istio's CRDs: a DestinationRule with a wildcard host and a
-// VirtualService whose weights add up to 90 show as refused on
+// server with Istio's CRDs: a DestinationRule with a misplaced wildcard
+// in its host and a VirtualService whose weights add up to 90 show as
+// refused on
 // /debug/configz, in meshpilot_config_objects and in `status config`
 // (exit 79), each logged once; fixing them applies them.
 func TestStatusConfigFromServe(t *testing.T) {
@@ -95,7 +96,7 @@ func TestStatusConfigFromServe(t *testing.T) {
 	defer cancel()
 	dr, err := api.Create(ctx, &networkingv1.DestinationRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: ns},
-		Spec:       apinetworking.DestinationRule{Host: "*.example.com"},
+		Spec:       apinetworking.DestinationRule{Host: "reviews.*.example.com"},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestStatusConfigFromServe(t *testing.T) {
 
 	want(configstatus.StateRefused)
 	out, code := runStatus(t, "--server", server, "config")
-	wantOut := fmt.Sprintf("Error [refused] (DestinationRule %[1]s/reviews) spec.host: wildcard hosts are not served yet\n"+
+	wantOut := fmt.Sprintf("Error [refused] (DestinationRule %[1]s/reviews) spec.host: a wildcard is allowed only as the whole first label (\"*.example.com\")\n"+
 		"Error [refused] (VirtualService %[1]s/reviews) spec.http[0].route: the weights add up to 90, not 100\n"+
 		"2 Istio objects: 2 refused, 0 partial, 0 applied.\n"+
 		"meshpilot: 2 objects refused: not applied, the last good version of each stays in force\n", ns)

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -12,7 +14,9 @@ import (
 type DestinationRule struct {
 	// Namespace and Name identify the object it came from.
 	Namespace, Name string
-	// Host is the FQDN it applies to.
+	// Host is the FQDN it applies to, or a wildcard ("*.example.com",
+	// "*"): then it applies to the hosts the wildcard matches that have
+	// no rule of their own in its namespace (RulesFor).
 	Host Hostname
 	// Policy applies to every cluster of the host, unless a port's or a
 	// subset's overrides it.
@@ -243,6 +247,67 @@ func DestinationRuleKey(h Hostname) ConfigKey {
 	return ConfigKey{Kind: KindDestinationRule, Name: string(h)}
 }
 
+// DestinationRuleKeys are the keys of every rule that may apply to a
+// host: its own (DestinationRuleKey) and one per wildcard that could
+// match it, "*.<each suffix after a dot>" and "*". A rule for a wildcard
+// host reports its change under the wildcard's key, so what read the
+// rules of a host hears of a wildcard rule made later, and of none that
+// cannot match it.
+func DestinationRuleKeys(h Hostname) []ConfigKey {
+	out := make([]ConfigKey, 0, strings.Count(string(h), ".")+2)
+	out = append(out, DestinationRuleKey(h))
+	for i, c := range string(h) {
+		if w := "*" + h[i:]; c == '.' && w != h {
+			out = append(out, DestinationRuleKey(w))
+		}
+	}
+	if h != "*" {
+		out = append(out, DestinationRuleKey("*"))
+	}
+	return out
+}
+
+// WildcardMatches reports whether a wildcard host ("*.example.com",
+// "*") matches host, as Istio matches them: host ends with what follows
+// the "*".
+func WildcardMatches(wildcard, host Hostname) bool {
+	return isWildcard(wildcard) && strings.HasSuffix(string(host), string(wildcard[1:]))
+}
+
+// SortWildcards orders wildcard hosts most specific (longest) first, the
+// order in which they are tried (Istio's MostSpecificHostMatch).
+func SortWildcards(ws []Hostname) { slices.SortFunc(ws, compareSpecific) }
+
+// RulesFor gathers the rules for a host from rules by host, exact ones
+// and wildcards (wildcards: the wildcard hosts among them, most specific
+// first): per namespace, its rule for the host itself, else its rule for
+// the most specific wildcard matching the host, as Istio picks within a
+// namespace (MostSpecificHostMatch). The result must not be changed.
+func RulesFor(byHost map[Hostname]HostRules, wildcards []Hostname, host Hostname) HostRules {
+	exact := byHost[host]
+	var out HostRules
+	for _, w := range wildcards {
+		if w == host || !WildcardMatches(w, host) {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(exact)
+			if out == nil {
+				out = HostRules{}
+			}
+		}
+		for ns, r := range byHost[w] {
+			if out[ns] == nil {
+				out[ns] = r
+			}
+		}
+	}
+	if out == nil {
+		return exact
+	}
+	return out
+}
+
 // HostRules are the rules for one host, one per namespace that has one.
 type HostRules map[string]*DestinationRule
 
@@ -283,8 +348,9 @@ func (h HostRules) Choose(serviceNS, clientNS, rootNS string) (rule *Destination
 // source that rebuilds its index on each change). The first rule by name
 // wins among those of one namespace for one host.
 type StaticPolicies struct {
-	root   string
-	byHost map[Hostname]HostRules
+	root      string
+	byHost    map[Hostname]HostRules
+	wildcards []Hostname // the wildcard hosts of byHost, most specific first
 }
 
 // NewStaticPolicies indexes rules; rootNamespace holds mesh-wide rules.
@@ -295,9 +361,13 @@ func NewStaticPolicies(rootNamespace string, rules []*DestinationRule) *StaticPo
 		if h == nil {
 			h = HostRules{}
 			p.byHost[r.Host] = h
+			if isWildcard(r.Host) {
+				p.wildcards = append(p.wildcards, r.Host)
+			}
 		}
 		h.Add(r)
 	}
+	SortWildcards(p.wildcards)
 	return p
 }
 
@@ -312,5 +382,5 @@ func (h HostRules) Add(r *DestinationRule) {
 
 // DestinationRuleFor implements PolicyIndex.
 func (p *StaticPolicies) DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (*DestinationRule, bool) {
-	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.root)
+	return RulesFor(p.byHost, p.wildcards, host).Choose(serviceNamespace, clientNamespace, p.root)
 }

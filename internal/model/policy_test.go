@@ -83,3 +83,68 @@ func TestPolicyForLoadBalancer(t *testing.T) {
 		}
 	}
 }
+
+func TestDestinationRuleKeys(t *testing.T) {
+	for _, tc := range []struct {
+		host Hostname
+		want []string
+	}{
+		{"a.ns.svc.cluster.local", []string{"a.ns.svc.cluster.local", "*.ns.svc.cluster.local", "*.svc.cluster.local", "*.cluster.local", "*.local", "*"}},
+		{"api.example.com", []string{"api.example.com", "*.example.com", "*.com", "*"}},
+		{"*.example.com", []string{"*.example.com", "*.com", "*"}},
+		{"localhost", []string{"localhost", "*"}},
+	} {
+		var got []string
+		for _, k := range DestinationRuleKeys(tc.host) {
+			if k.Kind != KindDestinationRule {
+				t.Fatalf("%v: kind %v", k, k.Kind)
+			}
+			got = append(got, k.Name)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("DestinationRuleKeys(%s) = %v, want %v", tc.host, got, tc.want)
+		}
+	}
+}
+
+// TestRulesForWildcards: a namespace's rule for the host itself, else its
+// rule for the most specific wildcard that matches; then the choice among
+// namespaces as for exact rules (a client's namespace's wildcard before
+// the service's namespace's exact rule, as in Istio).
+func TestRulesForWildcards(t *testing.T) {
+	rule := func(ns, name string, host Hostname) *DestinationRule {
+		return &DestinationRule{Namespace: ns, Name: name, Host: host}
+	}
+	p := NewStaticPolicies("istio-system", []*DestinationRule{
+		rule("shop", "exact", "cart.shop.svc.cluster.local"),
+		rule("shop", "ns-wide", "*.shop.svc.cluster.local"),
+		rule("shop", "mesh-wide", "*.cluster.local"),
+		rule("istio-system", "root", "*"),
+		rule("team", "team", "*.svc.cluster.local"),
+		rule("ext", "ext", "*.example.com"),
+	})
+	for _, tc := range []struct {
+		host     Hostname
+		svcNS    string
+		clientNS string
+		want     string
+	}{
+		{"cart.shop.svc.cluster.local", "shop", "shop", "exact"},
+		{"orders.shop.svc.cluster.local", "shop", "shop", "ns-wide"},
+		{"orders.shop.svc.cluster.local", "shop", "other", "ns-wide"},
+		{"web.other.svc.cluster.local", "other", "shop", "mesh-wide"},
+		{"cart.shop.svc.cluster.local", "shop", "team", "team"},
+		{"web.other.svc.cluster.local", "other", "other", "root"},
+		{"api.example.com", "", "ext", "ext"},
+		{"example.com", "", "ext", "root"},
+	} {
+		r, _ := p.DestinationRuleFor(tc.host, tc.svcNS, tc.clientNS)
+		got := ""
+		if r != nil {
+			got = r.Name
+		}
+		if got != tc.want {
+			t.Errorf("%s from %s: rule %q, want %q", tc.host, tc.clientNS, got, tc.want)
+		}
+	}
+}

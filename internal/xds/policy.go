@@ -31,13 +31,14 @@ func clusterTarget(d model.ServiceDiscovery, name string, kind model.KeyKind) (*
 }
 
 // ruleFor returns the DestinationRule a client's traffic to a service
-// follows (nil: none), with the key it depends on added to deps and
+// follows (nil: none), with the keys it depends on added to deps (the
+// host's and those of the wildcards that could match it) and
 // VaryNamespace when another client namespace could get another rule.
 func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.ConfigKey) (*model.DestinationRule, []model.ConfigKey, Vary) {
 	if o.Policies == nil {
 		return nil, deps, 0
 	}
-	deps = append(deps, model.DestinationRuleKey(svc.Hostname))
+	deps = append(deps, model.DestinationRuleKeys(svc.Hostname)...)
 	rule, byClient := o.Policies.DestinationRuleFor(svc.Hostname, svc.Namespace, c.Namespace)
 	if byClient {
 		return rule, deps, VaryNamespace

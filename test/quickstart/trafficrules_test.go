@@ -119,7 +119,7 @@ func TestServeFromAFolderWithDestinationRule(t *testing.T) {
 
 	// A rule the API server would store but meshpilot refuses: status
 	// config names it with where it was read.
-	write("wildcard.yaml", "---\n"+strings.NewReplacer("name: reviews,", "name: wild,", "host: reviews", `host: "*.example.com"`).Replace(reviewsRule))
+	write("wildcard.yaml", "---\n"+strings.NewReplacer("name: reviews,", "name: wild,", "host: reviews", `host: "reviews.*.example.com"`).Replace(reviewsRule))
 	want := "(DestinationRule files/wild " + filepath.Join(dir, "wildcard.yaml") + ":3 (document 1)) spec.host:"
 	testenv.Eventually(t, "status config reporting the wildcard rule", func() (bool, string) {
 		out, err := exec.Command(bin, "status", "--server", "http://"+httpAddr, "config").Output()

@@ -13,10 +13,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-// ruleHost resolves a DestinationRule's host as Istio does
+// ruleHost resolves a rule's host as Istio does
 // (ResolveShortnameToFQDN): a name without a dot is a service of the
 // rule's namespace; any other name is taken as written. Wildcard hosts
-// are not served yet: false.
+// are not served by the rules that call it: false.
 func ruleHost(host, namespace, domainSuffix string) (model.Hostname, bool) {
 	if host == "" || strings.Contains(host, "*") {
 		return "", false
@@ -27,17 +27,30 @@ func ruleHost(host, namespace, domainSuffix string) (model.Hostname, bool) {
 	return model.Hostname(host), true
 }
 
+// destinationRuleHost resolves a DestinationRule's host: a wildcard
+// ("*.example.com", "*") is taken as written, as Istio does, any other as
+// ruleHost resolves it. A "*" anywhere but as the whole first label
+// matches nothing: refused, with why.
+func destinationRuleHost(host, namespace, domainSuffix string) (model.Hostname, string) {
+	switch {
+	case host == "":
+		return "", "a rule needs a host"
+	case host == "*" || strings.HasPrefix(host, "*.") && !strings.Contains(host[2:], "*"):
+		return model.Hostname(host), ""
+	case strings.Contains(host, "*"):
+		return "", "a wildcard is allowed only as the whole first label (\"*.example.com\")"
+	}
+	h, _ := ruleHost(host, namespace, domainSuffix)
+	return h, ""
+}
+
 // ConvertDestinationRule turns a DestinationRule into the model's view
 // and says what became of it: the rule is nil when the status refuses it
 // (with the field and reason); an applied one may list fields a kind of
 // client does not get.
 func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix string) (*model.DestinationRule, configstatus.Status) {
-	host, ok := ruleHost(dr.Spec.GetHost(), dr.Namespace, domainSuffix)
-	if !ok {
-		why := "wildcard hosts are not served yet"
-		if dr.Spec.GetHost() == "" {
-			why = "a rule needs a host"
-		}
+	host, why := destinationRuleHost(dr.Spec.GetHost(), dr.Namespace, domainSuffix)
+	if why != "" {
 		return nil, configstatus.Refuse("spec.host", why)
 	}
 	c := &policyConverter{}

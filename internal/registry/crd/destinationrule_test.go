@@ -181,3 +181,81 @@ func fieldPaths(fs []configstatus.Field) []string {
 	}
 	return out
 }
+
+func TestDestinationRuleHost(t *testing.T) {
+	for _, tc := range []struct {
+		host, ns string
+		want     model.Hostname
+		refused  bool
+	}{
+		{"reviews", "bookinfo", "reviews.bookinfo.svc.cluster.local", false},
+		{"*.bookinfo.svc.cluster.local", "ns", "*.bookinfo.svc.cluster.local", false},
+		{"*.example.com", "ns", "*.example.com", false},
+		{"*", "ns", "*", false},
+		{"reviews.*.svc.cluster.local", "ns", "", true},
+		{"*example.com", "ns", "", true},
+		{"*.*.com", "ns", "", true},
+		{"", "ns", "", true},
+	} {
+		got, why := destinationRuleHost(tc.host, tc.ns, "")
+		if got != tc.want || (why != "") != tc.refused {
+			t.Errorf("destinationRuleHost(%q, %q) = %q, %q; want %q, refused %v", tc.host, tc.ns, got, why, tc.want, tc.refused)
+		}
+	}
+}
+
+// TestPoliciesWildcard: a rule for a wildcard host applies to the hosts it
+// matches that have no rule of their own in its namespace, the most
+// specific wildcard first, and its changes are reported under the
+// wildcard's key, which every host it may match depends on.
+func TestPoliciesWildcard(t *testing.T) {
+	store := &ruleStore{rules: map[string]*networkingv1.DestinationRule{}}
+	p := NewPolicies(store, PolicyOptions{RootNamespace: "istio-system"})
+	var pushed []string
+	p.AppendEventHandler(func(ev model.Event) { pushed = append(pushed, ev.Config.Name) })
+	apply := func(name, host string) {
+		if host == "" {
+			delete(store.rules, "shop/"+name)
+		} else {
+			store.rules["shop/"+name] = &networkingv1.DestinationRule{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+				Spec: apinetworking.DestinationRule{Host: host}}
+		}
+		pushed = nil
+		store.handler(Event{Kind: DestinationRule, Namespace: "shop", Name: name})
+	}
+	chosen := func(h model.Hostname) string {
+		r, _ := p.DestinationRuleFor(h, "shop", "shop")
+		if r == nil {
+			return ""
+		}
+		return r.Name
+	}
+	const cart, orders = model.Hostname("cart.shop.svc.cluster.local"), model.Hostname("orders.shop.svc.cluster.local")
+	keyed := func(h model.Hostname, name string) bool {
+		for _, k := range model.DestinationRuleKeys(h) {
+			if k.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, step := range []struct {
+		desc, name, host string
+		wantPushed       string
+		wantCart         string
+		wantOrders       string
+	}{
+		{"a wildcard for the namespace", "ns-wide", "*.shop.svc.cluster.local", "*.shop.svc.cluster.local", "ns-wide", "ns-wide"},
+		{"a host's own rule wins over it", "cart", "cart", "cart.shop.svc.cluster.local", "cart", "ns-wide"},
+		{"a wider wildcard loses to the narrower", "mesh", "*.cluster.local", "*.cluster.local", "cart", "ns-wide"},
+		{"the narrower goes: the wider applies", "ns-wide", "", "*.shop.svc.cluster.local", "cart", "mesh"},
+	} {
+		apply(step.name, step.host)
+		if len(pushed) != 1 || pushed[0] != step.wantPushed || !keyed(cart, pushed[0]) {
+			t.Fatalf("%s: pushed %v, want [%s], a key cart depends on", step.desc, pushed, step.wantPushed)
+		}
+		if chosen(cart) != step.wantCart || chosen(orders) != step.wantOrders {
+			t.Fatalf("%s: cart %q, orders %q; want %q, %q", step.desc, chosen(cart), chosen(orders), step.wantCart, step.wantOrders)
+		}
+	}
+}

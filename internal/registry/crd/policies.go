@@ -3,6 +3,7 @@ package crd
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
@@ -42,7 +43,11 @@ type PolicyOptions struct {
 // status says which rule won), until it goes. When exportTo hides the
 // winner from a client, that namespace has no rule for the client.
 //
-// Not done yet: wildcard hosts are refused.
+// A rule for a wildcard host ("*.example.com") applies to the hosts it
+// matches in its namespace's place when the namespace has no rule for
+// the host itself, the most specific wildcard first (model.RulesFor);
+// its change is reported under the wildcard's DestinationRuleKey, which
+// what reads a host's rules depends on (model.DestinationRuleKeys).
 type Policies struct {
 	reg  Store
 	opts PolicyOptions
@@ -59,8 +64,11 @@ type Policies struct {
 	// converted, with their status and reference: whether another rule
 	// shadows them decides what their status says.
 	current map[string]convertedRule
-	// byHost holds, per host, the rule of each namespace that has one.
+	// byHost holds, per host or wildcard host, the rule of each
+	// namespace that has one.
 	byHost map[model.Hostname]model.HostRules
+	// wildcards are the wildcard hosts of byHost, most specific first.
+	wildcards []model.Hostname
 }
 
 // NewPolicies builds the policy view of reg; it follows reg's events, so
@@ -193,11 +201,19 @@ func (p *Policies) reindex(h model.Hostname) {
 		}
 		byNS.Add(r)
 	}
+	_, had := p.byHost[h]
 	if len(byNS) == 0 {
 		delete(p.byHost, h)
-		return
+	} else {
+		p.byHost[h] = byNS
 	}
-	p.byHost[h] = byNS
+	if _, has := p.byHost[h]; has != had && strings.HasPrefix(string(h), "*") {
+		p.wildcards = slices.DeleteFunc(p.wildcards, func(w model.Hostname) bool { return w == h })
+		if has {
+			p.wildcards = append(p.wildcards, h)
+			model.SortWildcards(p.wildcards)
+		}
+	}
 }
 
 // DestinationRuleFor picks the rule for a client as Istio does
@@ -205,7 +221,7 @@ func (p *Policies) reindex(h model.Hostname) {
 func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, clientNamespace string) (*model.DestinationRule, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.byHost[host].Choose(serviceNamespace, clientNamespace, p.root)
+	return model.RulesFor(p.byHost, p.wildcards, host).Choose(serviceNamespace, clientNamespace, p.root)
 }
 
 // SubsetDefined reports whether a rule for host, of any namespace,
@@ -214,9 +230,14 @@ func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, cli
 func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	for _, r := range p.byHost[host] {
-		if r.Subset(subset) != nil {
-			return true
+	for h, rules := range p.byHost {
+		if h != host && !model.WildcardMatches(h, host) {
+			continue
+		}
+		for _, r := range rules {
+			if r.Subset(subset) != nil {
+				return true
+			}
 		}
 	}
 	return false

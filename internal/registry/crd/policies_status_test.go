@@ -55,7 +55,7 @@ func TestPoliciesRecordStatus(t *testing.T) {
 		wantPushed []model.Hostname
 	}{
 		{"a rule is applied", rule("reviews", "RANDOM"), "applied", "", model.LBRandom, []model.Hostname{reviews}},
-		{"a wildcard update is refused; the last good rule stays", rule("*.ns.svc.cluster.local", "LEAST_REQUEST"), "refused", "wildcard hosts are not served yet", model.LBRandom, nil},
+		{"a misplaced wildcard is refused; the last good rule stays", rule("reviews.*.svc.cluster.local", "LEAST_REQUEST"), "refused", `a wildcard is allowed only as the whole first label ("*.example.com")`, model.LBRandom, nil},
 		{"a rule without a host is refused", rule("", "LEAST_REQUEST"), "refused", "a rule needs a host", model.LBRandom, nil},
 		{"the fixed rule is applied", rule("reviews", "LEAST_REQUEST"), "applied", "", model.LBLeastRequest, []model.Hostname{reviews}},
 		{"a deleted rule has no status", nil, "", "", model.LBDefault, []model.Hostname{reviews}},
