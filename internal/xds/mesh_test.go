@@ -9,6 +9,7 @@ import (
 	"time"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -163,5 +164,62 @@ func TestGRPCMeshRetryOff(t *testing.T) {
 			t.Fatalf("with the default retry policy back: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond) // until the client holds the new route
+	}
+}
+
+// TestTrustDomainChangeWakesOnlyTLSClusters: a change of the trust
+// domain regenerates the clusters that verify mesh identities
+// (ISTIO_MUTUAL) and nothing else: a client holding the service's route
+// and endpoints is not woken.
+func TestTrustDomainChangeWakesOnlyTLSClusters(t *testing.T) {
+	st := model.NewStore()
+	st.Update(service("reviews", "default", 9080), []*model.Endpoint{
+		{Address: "10.0.0.1", Port: 9080, ServicePortName: "grpc", Health: model.Healthy, ServiceAccount: "reviews"},
+	})
+	mesh := &testMesh{}
+	mesh.p.Store(model.DefaultMeshSettings())
+	policies := &testPolicies{}
+	host := model.ServiceHostname("reviews", "default", "")
+	policies.set(&model.DestinationRule{Namespace: "default", Name: "reviews", Host: host,
+		Policy: &model.TrafficPolicy{TLS: &model.ClientTLS{Mode: model.TLSIstioMutual}}})
+	ts := startServer(t, st, withMesh(mesh), withPolicies(policies))
+	_, eds := reviewsReaders(t, ts, model.MeshRetryKey, model.EndpointsKey(host))
+	cds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("cds", "default"), AutoACK: true, Wait: wait})
+	cds.Subscribe(ClusterType, reviews)
+	sans := func() string {
+		var out []string
+		ctx := &tlsv3.UpstreamTlsContext{}
+		if err := cds.Cluster(reviews).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+			return err.Error()
+		}
+		for _, m := range ctx.GetCommonTlsContext().GetValidationContext().GetMatchSubjectAltNames() {
+			out = append(out, m.GetExact())
+		}
+		return strings.Join(out, ",")
+	}
+	cds.WaitUntil("the cluster verifying reviews' identity", func() bool {
+		return cds.Cluster(reviews) != nil && sans() == "spiffe://cluster.local/ns/default/sa/reviews"
+	})
+	deadline := time.Now().Add(wait)
+	for waiting(ts.Server, model.MeshTrustDomainKey) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the cluster's watch never waited on the trust domain")
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
+
+	mesh.p.Store(&model.MeshSettings{TrustDomain: "example.org", TrustDomainAliases: []string{"cluster.local"}})
+	before := len(ts.logs.String())
+	ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: model.MeshTrustDomainKey}))
+	cds.WaitUntil("the new trust domain, then the alias", func() bool {
+		return sans() == "spiffe://example.org/ns/default/sa/reviews,spiffe://cluster.local/ns/default/sa/reviews"
+	})
+	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=1 ") {
+		t.Errorf("the trust domain's push woke more than the cluster's watch:\n%s", log)
+	}
+	// The other clients' next responses are their next changes.
+	st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
+	if got := claAddrs(t, eds.Next())[reviews]; len(got) != 1 || got[0] != "10.0.0.9" {
+		t.Fatalf("EDS client got %v, want reviews' new endpoint", got)
 	}
 }
