@@ -357,3 +357,31 @@ func TestAWorkloadSelectorSelectsPods(t *testing.T) {
 		t.Fatalf("pod endpoint %+v has no pod name", ep)
 	}
 }
+
+// TestAHostOfTwoNamespaces: one definition of a host is served, the first
+// namespace's; the other entry is applied but its host is reported as not
+// served, and it takes over when the first goes.
+func TestAHostOfTwoNamespaces(t *testing.T) {
+	store, r, _, rep := newRegistry(t, nil)
+	se := func(ns, ip string) *networkingv1.ServiceEntry {
+		e := serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nendpoints: [{address: "+ip+"}]\n"+grpcPort)
+		e.Namespace = ns
+		return e
+	}
+	store.putSE(se("team-b", "10.0.0.2"))
+	store.putSE(se("team-a", "10.0.0.1"))
+	if got := addrs(r.Endpoints("a.example.com", 80, nil)); !slices.Equal(got, []string{"10.0.0.1:8080"}) {
+		t.Fatalf("endpoints %v: want team-a's", got)
+	}
+	st, _ := rep.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: "team-b", Name: "a"})
+	if st.Refused != nil || len(st.IgnoredGRPC) != 1 || st.IgnoredGRPC[0].Path != "spec.hosts[0]" || len(st.IgnoredEnvoy) != 1 {
+		t.Fatalf("team-b's status %+v", st)
+	}
+	store.deleteSE("team-a", "a")
+	if got := addrs(r.Endpoints("a.example.com", 80, nil)); !slices.Equal(got, []string{"10.0.0.2:8080"}) {
+		t.Fatalf("endpoints %v: want team-b's", got)
+	}
+	if st, _ := rep.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: "team-b", Name: "a"}); !st.OK() {
+		t.Fatalf("team-b's status %+v after team-a went", st)
+	}
+}
