@@ -54,6 +54,16 @@ type HTTPRoute struct {
 	// Rewrite and Mirror change and copy the request (Envoy only).
 	Rewrite *HTTPRewrite
 	Mirror  []HTTPMirror
+	// Headers changes the headers of requests and responses (Envoy
+	// only: grpc-go ignores it).
+	Headers *HTTPHeaders
+}
+
+// HTTPHeaders are changes to headers: Set replaces a header, Add appends
+// to it, Remove drops it.
+type HTTPHeaders struct {
+	RequestSet, RequestAdd, ResponseSet, ResponseAdd map[string]string
+	RequestRemove, ResponseRemove                    []string
 }
 
 // HTTPRewrite rewrites a request before it is forwarded (Envoy only).
@@ -124,6 +134,9 @@ type RouteDestination struct {
 	// Weight is the destination's share of requests in percent; one
 	// destination alone has 100.
 	Weight int32
+	// Headers changes the headers of the requests sent to this
+	// destination and of their responses (Envoy only).
+	Headers *HTTPHeaders
 }
 
 // HTTPFault injects delays and errors.

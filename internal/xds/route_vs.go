@@ -1,6 +1,10 @@
 package xds
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -75,10 +79,14 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 				vary |= v
 			}
 			r := &route.Route{
-				Name:                 action.Name,
-				Match:                routeMatch(m),
-				Action:               action.Action,
-				TypedPerFilterConfig: action.TypedPerFilterConfig,
+				Name:                    action.Name,
+				Match:                   routeMatch(m),
+				Action:                  action.Action,
+				TypedPerFilterConfig:    action.TypedPerFilterConfig,
+				RequestHeadersToAdd:     action.RequestHeadersToAdd,
+				RequestHeadersToRemove:  action.RequestHeadersToRemove,
+				ResponseHeadersToAdd:    action.ResponseHeadersToAdd,
+				ResponseHeadersToRemove: action.ResponseHeadersToRemove,
 			}
 			out = append(out, r)
 		}
@@ -91,6 +99,15 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr *model.HTTPRoute, deps []model.ConfigKey) (*route.Route, []model.ConfigKey, Vary) {
 	out := &route.Route{Name: hr.Name}
 	var vary Vary
+	// grpc-go ignores header changes: only Envoy gets them.
+	envoy := !c.GRPC
+	var authority string
+	if envoy && hr.Headers != nil {
+		ops := headerOps(hr.Headers)
+		out.RequestHeadersToAdd, out.RequestHeadersToRemove = ops.requestAdd, ops.requestRemove
+		out.ResponseHeadersToAdd, out.ResponseHeadersToRemove = ops.responseAdd, ops.responseRemove
+		authority = ops.authority
+	}
 	if hr.Fault != nil {
 		out.TypedPerFilterConfig = map[string]*anypb.Any{faultFilterName: mustAny(faultConfig(hr.Fault))}
 	}
@@ -122,8 +139,18 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 		}
 		return name
 	}
+	var destAuthority string
 	if len(hr.Route) == 1 {
 		a.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: to(hr.Route[0])}
+		if h := hr.Route[0].Headers; envoy && h != nil {
+			// As istiod: a lone destination's changes join the route's.
+			ops := headerOps(h)
+			out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, ops.requestAdd...)
+			out.RequestHeadersToRemove = append(out.RequestHeadersToRemove, ops.requestRemove...)
+			out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, ops.responseAdd...)
+			out.ResponseHeadersToRemove = append(out.ResponseHeadersToRemove, ops.responseRemove...)
+			destAuthority = ops.authority
+		}
 	} else {
 		wc := &route.WeightedCluster{}
 		for _, d := range hr.Route {
@@ -132,7 +159,16 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 				// gets nothing (grpc-go would skip it too).
 				continue
 			}
-			wc.Clusters = append(wc.Clusters, &route.WeightedCluster_ClusterWeight{Name: to(d), Weight: wrapperspb.UInt32(uint32(d.Weight))})
+			cw := &route.WeightedCluster_ClusterWeight{Name: to(d), Weight: wrapperspb.UInt32(uint32(d.Weight))}
+			if envoy && d.Headers != nil {
+				ops := headerOps(d.Headers)
+				cw.RequestHeadersToAdd, cw.RequestHeadersToRemove = ops.requestAdd, ops.requestRemove
+				cw.ResponseHeadersToAdd, cw.ResponseHeadersToRemove = ops.responseAdd, ops.responseRemove
+				if ops.authority != "" {
+					cw.HostRewriteSpecifier = &route.WeightedCluster_ClusterWeight_HostRewriteLiteral{HostRewriteLiteral: ops.authority}
+				}
+			}
+			wc.Clusters = append(wc.Clusters, cw)
 		}
 		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
@@ -144,8 +180,13 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 			a.PrefixRewrite = rw.URI
 		}
 		if rw.Authority != "" {
-			a.HostRewriteSpecifier = &route.RouteAction_HostRewriteLiteral{HostRewriteLiteral: rw.Authority}
+			authority = rw.Authority
 		}
+	}
+	// The route's authority (a rewrite's over a header change's) wins
+	// over a lone destination's, as istiod orders them.
+	if authority = cmp.Or(authority, destAuthority); authority != "" {
+		a.HostRewriteSpecifier = &route.RouteAction_HostRewriteLiteral{HostRewriteLiteral: authority}
 	}
 	for _, m := range hr.Mirror {
 		name, _, _, ds := g.destinationCluster(svc, port, m.Destination, deps)
@@ -279,6 +320,62 @@ func faultConfig(f *model.HTTPFault) *fault.HTTPFault {
 
 func millionths(percent float64) *typev3.FractionalPercent {
 	return &typev3.FractionalPercent{Numerator: uint32(percent * 10000), Denominator: typev3.FractionalPercent_MILLION}
+}
+
+// headerChanges are header changes as Envoy takes them.
+type headerChanges struct {
+	requestAdd, responseAdd       []*core.HeaderValueOption
+	requestRemove, responseRemove []string
+	// authority is the request's new authority, when a change sets it.
+	authority string
+}
+
+// headerOps converts header changes as istiod does
+// (TranslateHeadersOperations): set overwrites, add appends, in header
+// order; a change of the authority (":authority" or "host") rewrites the
+// host instead, set over add; pseudo-headers are never changed.
+func headerOps(h *model.HTTPHeaders) headerChanges {
+	var out headerChanges
+	reqSet, setAuthority := headerValues(h.RequestSet, core.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
+	reqAdd, addAuthority := headerValues(h.RequestAdd, core.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
+	out.requestAdd = append(reqSet, reqAdd...)
+	respSet, _ := headerValues(h.ResponseSet, core.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
+	respAdd, _ := headerValues(h.ResponseAdd, core.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
+	out.responseAdd = append(respSet, respAdd...)
+	out.requestRemove = changeable(h.RequestRemove)
+	out.responseRemove = changeable(h.ResponseRemove)
+	out.authority = cmp.Or(setAuthority, addAuthority)
+	return out
+}
+
+func headerValues(in map[string]string, action core.HeaderValueOption_HeaderAppendAction) ([]*core.HeaderValueOption, string) {
+	var out []*core.HeaderValueOption
+	var authority string
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if strings.EqualFold(k, ":authority") || strings.EqualFold(k, "host") {
+			authority = in[k]
+		}
+		if pseudoOrHost(k) {
+			continue
+		}
+		out = append(out, &core.HeaderValueOption{Header: &core.HeaderValue{Key: k, Value: in[k]}, AppendAction: action})
+	}
+	return out, authority
+}
+
+// changeable drops the headers Envoy does not let a route change.
+func changeable(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !pseudoOrHost(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func pseudoOrHost(name string) bool {
+	return strings.HasPrefix(name, ":") || strings.EqualFold(name, "host")
 }
 
 // redirectAction is a redirect route's action (Envoy only).

@@ -57,8 +57,8 @@ var grpcCodes = map[string]uint32{
 // mirror, CORS) keep the whole VirtualService from gRPC clients
 // (NotForGRPC), each reported; fields grpc-go merely ignores (header
 // changes, perTryTimeout) are reported and sent. Envoy gets what is
-// implemented (matches, redirect, directResponse, rewrite, mirror, as
-// istiod writes them); the rest (CORS, header changes) is reported.
+// implemented (matches, redirect, directResponse, rewrite, mirror, header
+// changes, as istiod writes them); the rest (CORS) is reported.
 func ConvertVirtualService(vs *networkingv1.VirtualService, o ConvertOptions) (*model.VirtualService, configstatus.Status) {
 	c := &vsConverter{opts: o, ns: vs.Namespace}
 	out := c.convert(vs)
@@ -194,9 +194,9 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 	}
 	out.Fault = c.fault(path+".fault", r.GetFault())
 	c.answers(path, r, &out)
-	if r.GetHeaders() != nil {
+	if h := r.GetHeaders(); h != nil {
 		c.ignoreGRPC(path+".headers", whyNoHeaderOps)
-		c.ignoreEnvoy(path+".headers", whyNotEnvoy)
+		out.Headers = convertHeaders(h)
 	}
 	if r.GetCorsPolicy() != nil {
 		c.grpcCannot(path + ".corsPolicy")
@@ -235,6 +235,14 @@ func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *mode
 	}
 	if len(out.Route) == 0 && out.Redirect == nil && out.DirectResponse == nil {
 		c.refuse(path+".route", "a route needs a destination, a redirect or a direct response")
+	}
+}
+
+// convertHeaders converts header changes.
+func convertHeaders(h *apinetworking.Headers) *model.HTTPHeaders {
+	return &model.HTTPHeaders{
+		RequestSet: h.GetRequest().GetSet(), RequestAdd: h.GetRequest().GetAdd(), RequestRemove: h.GetRequest().GetRemove(),
+		ResponseSet: h.GetResponse().GetSet(), ResponseAdd: h.GetResponse().GetAdd(), ResponseRemove: h.GetResponse().GetRemove(),
 	}
 }
 
@@ -299,9 +307,9 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 		if dst.Subset != "" && c.opts.SubsetDefined != nil && !c.opts.SubsetDefined(host, dst.Subset) {
 			c.refuse(dp+".destination.subset", fmt.Sprintf("no DestinationRule for %s defines subset %q", host, dst.Subset))
 		}
-		if d.GetHeaders() != nil {
+		if h := d.GetHeaders(); h != nil {
 			c.ignoreGRPC(dp+".headers", whyNoHeaderOps)
-			c.ignoreEnvoy(dp+".headers", whyNotEnvoy)
+			dst.Headers = convertHeaders(h)
 		}
 		total += dst.Weight
 		out.Route = append(out.Route, dst)

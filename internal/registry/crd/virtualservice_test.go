@@ -157,7 +157,7 @@ func TestVirtualServiceRules(t *testing.T) {
 		{name: "CORS", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - corsPolicy: {allowOrigins: [{exact: a}]}" + to,
 			grpcIgnored: []string{"spec.http[0].corsPolicy"}, envoyIgnored: []string{"spec.http[0].corsPolicy"}},
 		{name: "header changes are only ignored", applies: true, spec: "  hosts: [reviews]\n  http:\n  - headers: {request: {set: {a: b}}}" + to,
-			grpcIgnored: []string{"spec.http[0].headers"}, envoyIgnored: []string{"spec.http[0].headers"}},
+			grpcIgnored: []string{"spec.http[0].headers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, st := ConvertVirtualService(vsFromYAML(t, "vs", tc.spec), ConvertOptions{SubsetDefined: definedSubsets})
