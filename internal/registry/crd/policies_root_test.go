@@ -29,6 +29,9 @@ func TestSetRootReportsHosts(t *testing.T) {
 		{Namespace: "sys", Name: "c", Host: "c.ns.svc.cluster.local"},
 		{Namespace: "mesh", Name: "d", Host: "d.ns.svc.cluster.local"},
 		{Namespace: "sys", Name: "d", Host: "d.ns.svc.cluster.local"},
+		// Reported under its own key, which readers of the hosts it
+		// matches depend on.
+		{Namespace: "mesh", Name: "w", Host: "*.ns.svc.cluster.local"},
 	} {
 		p.set(r.Namespace+"/"+r.Name, r)
 	}
@@ -37,8 +40,8 @@ func TestSetRootReportsHosts(t *testing.T) {
 		want []model.Hostname
 	}{
 		{"sys", nil},
-		{"mesh", []model.Hostname{"b.ns.svc.cluster.local", "c.ns.svc.cluster.local", "d.ns.svc.cluster.local"}},
-		{"empty", []model.Hostname{"b.ns.svc.cluster.local", "d.ns.svc.cluster.local"}},
+		{"mesh", []model.Hostname{"*.ns.svc.cluster.local", "b.ns.svc.cluster.local", "c.ns.svc.cluster.local", "d.ns.svc.cluster.local"}},
+		{"empty", []model.Hostname{"*.ns.svc.cluster.local", "b.ns.svc.cluster.local", "d.ns.svc.cluster.local"}},
 		{"ns", []model.Hostname{"a.ns.svc.cluster.local"}},
 	} {
 		if got := p.setRoot(step.root); !slices.Equal(got, step.want) {
