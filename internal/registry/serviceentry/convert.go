@@ -64,6 +64,10 @@ func convertServiceEntry(se *networkingv1.ServiceEntry, domainSuffix string) (*e
 		return refuse("spec.workloadSelector", "a ServiceEntry has endpoints or a workloadSelector, not both")
 	}
 	resolvesHosts := dns && len(spec.GetEndpoints()) == 0 && spec.GetWorkloadSelector() == nil
+	if res == apinetworking.ServiceEntry_DNS_ROUND_ROBIN && len(spec.GetEndpoints()) > 1 {
+		// As Istio validates it: the client connects to one name.
+		return refuse("spec.endpoints", "resolution DNS_ROUND_ROBIN takes at most one endpoint")
+	}
 
 	ports, bad := convertPorts(spec.GetPorts())
 	if bad != nil {

@@ -54,6 +54,7 @@ func TestConvertServiceEntryRefuses(t *testing.T) {
 		{"an endpoint without address", "hosts: [a.example.com]\nresolution: STATIC\nendpoints: [{ports: {grpc: 8080}}]\n" + ports, "spec.endpoints[0].address"},
 		{"an endpoint port the entry does not have", "hosts: [a.example.com]\nresolution: STATIC\nendpoints: [{address: 10.0.0.1, ports: {http: 8080}}]\n" + ports, "spec.endpoints[0].ports.http"},
 		{"DNS without endpoints for a wildcard", "hosts: ['*.example.com']\nresolution: DNS\n" + ports, "spec.hosts[0]"},
+		{"DNS_ROUND_ROBIN with two endpoints", "hosts: [a.example.com]\nresolution: DNS_ROUND_ROBIN\nendpoints: [{address: a1.example.com}, {address: a2.example.com}]\n" + ports, "spec.endpoints"},
 		{"endpoints and a workloadSelector", "hosts: [a.example.com]\nresolution: STATIC\nendpoints: [{address: 10.0.0.1}]\nworkloadSelector: {labels: {app: a}}\n" + ports, "spec.workloadSelector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

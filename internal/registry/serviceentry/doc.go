@@ -16,7 +16,8 @@
 //     that its workloadSelector selects; an endpoint's port for a service
 //     port is its ports entry of that name (a Pod has none), else the
 //     target port.
-//   - DNS and DNS_ROUND_ROBIN: model.DNSAlias. Without endpoints each host
+//   - DNS and DNS_ROUND_ROBIN (at most one endpoint, as Istio
+//     validates it): model.DNSAlias. Without endpoints each host
 //     resolves itself (ExternalName = the host): a LOGICAL_DNS cluster,
 //     which grpc-go resolves too, so gRPC clients reach it (istiod gives
 //     them nothing). With endpoints (names or IPs) Envoy gets a
