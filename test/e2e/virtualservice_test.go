@@ -124,8 +124,7 @@ const versionSubsets = `  host: reviews
 
 // TestVirtualServiceWithGRPCClients: VirtualServices applied to a real
 // API server steer a grpc-go xDS client's RPCs between the subsets of a
-// DestinationRule (by weight, by header), retry as the route says, and
-// inject delays and aborts.
+// DestinationRule (by weight, by header), and inject delays and aborts.
 func TestVirtualServiceWithGRPCClients(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	bs := grpctest.StartBackends(t, "127.0.0.61", "127.0.0.62")
@@ -251,6 +250,29 @@ func TestVirtualServiceRetries(t *testing.T) {
 	if failed == 0 || served == 0 {
 		t.Fatalf("first attempts failed %d, retries served %d: want both", failed, served)
 	}
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestVirtualServiceTimeout: a server answering after 2s: a route's
+// 200ms timeout ends the client's RPCs with DEADLINE_EXCEEDED (the
+// client's own deadline is 5s). A fault delay does not count against it
+// in grpc-go, so a slow server it is.
+func TestVirtualServiceTimeout(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	slow := grpctest.StartSlow(t, "127.0.0.64", 2*time.Second)
+	createService(t, ns, "slow", int32(slow.Port))
+	writeSlice(t, ns, "slow", []grpctest.Backend{slow.Backend})
+	istio := startIstio(t, ns)
+	istio.virtualService(t, "slow", `  hosts: [slow]
+  http:
+  - route:
+    - destination: {host: slow}
+    timeout: 200ms`)
+	srv := istio.serve(t)
+	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///slow:"+strconv.Itoa(int(slow.Port)), grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	awaitCode(t, cc, codes.DeadlineExceeded)
 	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}
