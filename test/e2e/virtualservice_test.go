@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -20,9 +21,11 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/server"
+	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
 // istioRules runs the Istio registry of ns with the DestinationRule and
@@ -32,15 +35,16 @@ type istioRules struct {
 	ns       string
 	policies *crd.Policies
 	routes   *crd.Routes
+	status   *configstatus.Reporter
 	client   istioclient.Interface
 }
 
 func startIstio(t *testing.T, ns string) *istioRules {
 	t.Helper()
-	r := &istioRules{ns: ns}
+	r := &istioRules{ns: ns, status: configstatus.NewReporter()}
 	runIstio(t, ns, func(store crd.Store) {
-		r.policies = crd.NewPolicies(store, crd.PolicyOptions{RootNamespace: "istio-system"})
-		r.routes = crd.NewRoutes(store, crd.RouteOptions{Policies: r.policies})
+		r.policies = crd.NewPolicies(store, crd.PolicyOptions{RootNamespace: "istio-system", Status: r.status})
+		r.routes = crd.NewRoutes(store, crd.RouteOptions{Policies: r.policies, Status: r.status})
 	})
 	client, err := istioclient.NewForConfig(env.Config)
 	if err != nil {
@@ -216,6 +220,26 @@ func TestVirtualServiceWithGRPCClients(t *testing.T) {
 		if took := time.Since(start); err != nil || took < delay || addr != v2.Addr {
 			t.Errorf("an RPC with x-fault: delay took %v, went to %s, error %v; want at least %v to %s", took, addr, err, delay, v2.Addr)
 		}
+	})
+
+	t.Run("a route gRPC cannot honour leaves gRPC clients the default route", func(t *testing.T) {
+		istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - match:
+    - queryParams:
+        debug: {exact: "1"}
+    route:
+    - destination: {host: reviews, subset: v2}
+  - route:
+    - destination: {host: reviews, subset: v1}`)
+		// From every RPC on v2 to the default route's round robin.
+		grpctest.AwaitSpread(t, cc, v1, v2)
+		testenv.Eventually(t, "the VirtualService reported partial", func() (bool, string) {
+			st, _ := istio.status.Get(configstatus.Ref{Kind: "VirtualService", Namespace: ns, Name: "reviews"})
+			e := configstatus.Entry{Status: st}
+			return e.State() == "partial" && len(st.IgnoredGRPC) == 1 && st.IgnoredGRPC[0].Path == "spec.http[0].match[0].queryParams",
+				fmt.Sprintf("%+v", st)
+		})
 	})
 
 	if n := srv.XDS().NACKs(); n != 0 {
