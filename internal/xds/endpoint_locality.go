@@ -135,25 +135,26 @@ func localityOf(g *localityGroup) model.Locality {
 
 // localityFor plans the mesh's locality setting for one client's
 // assignment of the cluster key. Failover applies only to a cluster with
-// outlier detection, which its rule says: the rule (from readRule, which
-// adds it to what the result depends on) is read only when failover would
-// move an endpoint, that is when one of eps is not in the client's
-// subzone.
+// outlier detection, which its rule says. Failover changes nothing when
+// every endpoint is in one locality (all get one priority, whoever the
+// client): only endpoints spread over several make the result read the
+// rule (readRule adds it to what the result depends on), and only
+// outlier detection makes it vary by the client's locality, so that the
+// common case stays one resource for every client.
 func (o GeneratorOptions) localityFor(c *Client, key model.ClusterKey, eps []*model.Endpoint, readRule func() *model.DestinationRule) (localityPlan, Vary) {
 	loc, needsRule := planLocality(o.mesh().LocalityLB, c)
 	if !needsRule {
 		return loc, loc.vary
 	}
-	if o.Policies == nil {
+	if o.Policies == nil || len(eps) == 0 {
 		return localityPlan{}, 0
 	}
-	// Whether an endpoint is away depends on the client's locality.
-	away := slices.ContainsFunc(eps, func(ep *model.Endpoint) bool { return loc.priority(ep.Locality) != 0 })
-	if !away {
-		return localityPlan{}, VaryLocality
+	first := eps[0].Locality
+	if !slices.ContainsFunc(eps, func(ep *model.Endpoint) bool { return ep.Locality != first }) {
+		return localityPlan{}, 0
 	}
 	if p, _ := readRule().PolicyFor(key.Port, key.Subset); p.OutlierDetection == nil {
-		return localityPlan{}, VaryLocality
+		return localityPlan{}, 0
 	}
 	return loc, VaryLocality
 }

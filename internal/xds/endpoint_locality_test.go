@@ -153,3 +153,47 @@ func TestMeshPartsWakeOnlyTheirReaders(t *testing.T) {
 		t.Fatalf("EDS client got %v, want reviews' new endpoint", got)
 	}
 }
+
+// TestLocalityVariantsShared: locality failover makes an endpoint
+// assignment vary by the client's locality only when it moves something:
+// a cluster without outlier detection, or with endpoints in one locality,
+// is one resource for every client.
+func TestLocalityVariantsShared(t *testing.T) {
+	st := model.NewStore()
+	spread, single := service("spread", "default", 80), service("single", "default", 80)
+	st.Update(spread, []*model.Endpoint{
+		{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r1"}},
+		{Address: "10.0.1.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r2"}},
+	})
+	st.Update(single, []*model.Endpoint{
+		{Address: "10.0.2.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r1"}},
+		{Address: "10.0.2.2", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r1"}},
+	})
+	ejecting := &model.TrafficPolicy{OutlierDetection: &model.OutlierDetection{Interval: time.Second}}
+	for _, tc := range []struct {
+		desc     string
+		policy   *model.TrafficPolicy
+		marshals uint64
+	}{
+		{"no outlier detection: one for all", &model.TrafficPolicy{MaxRequests: 1}, 1 + 1},
+		{"outlier detection: one per client region where endpoints are spread", ejecting, 2 + 1},
+	} {
+		policies := &testPolicies{}
+		policies.set(
+			&model.DestinationRule{Namespace: "default", Name: "spread", Host: spread.Hostname, Policy: tc.policy},
+			&model.DestinationRule{Namespace: "default", Name: "single", Host: single.Hostname, Policy: tc.policy},
+		)
+		m := &servedModel{NewServer(Options{Discovery: st, Policies: policies})}
+		for i := range 10 {
+			c := Client{Namespace: "default", GRPC: true, Locality: model.Locality{Region: []string{"r1", "r2"}[i%2]}}
+			first := m.endpoints(t, c, model.ClusterName(80, "", spread.Hostname)).GetEndpoints()[0]
+			if tc.policy.OutlierDetection != nil && first.GetLocality().GetRegion() != c.Locality.Region {
+				t.Errorf("%s: a client of %s gets %v first", tc.desc, c.Locality.Region, first.GetLocality())
+			}
+			m.endpoints(t, c, model.ClusterName(80, "", single.Hostname))
+		}
+		if got := m.s.Stats().Marshals; got != tc.marshals {
+			t.Errorf("%s: %d marshals for 10 clients in 2 regions, want %d", tc.desc, got, tc.marshals)
+		}
+	}
+}
