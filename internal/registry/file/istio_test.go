@@ -170,7 +170,7 @@ func TestIstioStatusNamesFileAndLine(t *testing.T) {
 	status := configstatus.NewReporter()
 	crd.NewPolicies(r.Istio(), crd.PolicyOptions{Status: status})
 	path := filepath.Join(dir, "rules.yaml")
-	wildcard := strings.Replace(goodRule, "host: reviews", `host: "*.example.com"`, 1)
+	wildcard := strings.Replace(goodRule, "host: reviews", `host: "reviews.*.example.com"`, 1)
 	for _, step := range []struct {
 		content, where, state string
 	}{
