@@ -44,6 +44,21 @@ var grpcCodes = map[string]uint32{
 	"INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
 }
 
+// grpcRetryOn are the retryOn conditions grpc-go honours (gRFC A44).
+var grpcRetryOn = []string{"cancelled", "deadline-exceeded", "internal", "resource-exhausted", "unavailable"}
+
+// nonGRPCRetryOn lists the conditions of a retryOn list that grpc-go
+// ignores.
+func nonGRPCRetryOn(retryOn string) []string {
+	var out []string
+	for part := range strings.SplitSeq(retryOn, ",") {
+		if part = strings.TrimSpace(part); part != "" && !slices.Contains(grpcRetryOn, part) {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 // ConvertVirtualService turns a VirtualService into the model's view of
 // its mesh routes and says what became of it. It returns nil when the
 // object is refused (Status.Refused: the first problem found) or routes
@@ -185,6 +200,10 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 			retry = &model.HTTPRetry{}
 		}
 		out.Retries = retry
+		if others := nonGRPCRetryOn(p.GetRetryOn()); len(others) > 0 && retry.Attempts > 0 {
+			c.ignoreGRPC(path+".retries.retryOn", fmt.Sprintf(
+				"grpc-go retries only on gRPC status names (%s); for Envoy only: %s", strings.Join(grpcRetryOn, ", "), strings.Join(others, ", ")))
+		}
 		if p.GetPerTryTimeout() != nil && retry.Attempts > 0 {
 			c.ignoreGRPC(path+".retries.perTryTimeout", whyNoPerTry)
 		}

@@ -97,6 +97,7 @@ func TestConvertVirtualService(t *testing.T) {
 			{Path: "spec.gateways[1]", Why: whyGatewayOnly},
 			{Path: "spec.hosts[2]", Why: "wildcard hosts are not served yet"},
 			{Path: "spec.http[0].match[2].gateways", Why: whyGatewayOnly + ": the match is left out"},
+			{Path: "spec.http[0].retries.retryOn", Why: "grpc-go retries only on gRPC status names (cancelled, deadline-exceeded, internal, resource-exhausted, unavailable); for Envoy only: 503"},
 			{Path: "spec.http[0].retries.perTryTimeout", Why: whyNoPerTry},
 		},
 		IgnoredEnvoy: []configstatus.Field{
