@@ -137,15 +137,7 @@ func TestGRPCDestinationRulePolicy(t *testing.T) {
 
 	least := &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname,
 		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100}}
-	cds := func(ci ClientInfo) *TypeSync { return ci.Types["CDS"] }
-	before := awaitClient(t, ts.Server, "the client ACKed its cluster", func(ci ClientInfo) bool {
-		return cds(ci) != nil && cds(ci).Status == Synced
-	})
-	policies.set(least)
-	ts.Push(pushOf(ruleChanged(svc.Hostname)))
-	awaitClient(t, ts.Server, "the client ACKed the new cluster", func(ci ClientInfo) bool {
-		return cds(ci) != nil && cds(ci).LastACK != nil && cds(ci).LastACK.Version != cds(before).LastACK.Version
-	})
+	changeRule(t, ts, policies, least)
 	grpctest.AwaitSpread(t, cc, b2, b3)
 	if n := ts.NACKs(); n != 0 {
 		t.Fatalf("clients sent %d NACKs:\n%s", n, ts.logs.String())
@@ -226,4 +218,19 @@ func TestVariantsThatVaryDifferently(t *testing.T) {
 	if got := m.s.Stats().Marshals; got != afterFirst {
 		t.Errorf("%d marshals after the first round, %d after three: variants evicted each other", afterFirst, got)
 	}
+}
+
+// changeRule puts rule in force for its host, pushes the change, and
+// waits until the server's one client has ACKed a new cluster version.
+func changeRule(t *testing.T, ts *testServer, policies *testPolicies, rule *model.DestinationRule) {
+	t.Helper()
+	cds := func(ci ClientInfo) *TypeSync { return ci.Types["CDS"] }
+	before := awaitClient(t, ts.Server, "the client ACKed its cluster", func(ci ClientInfo) bool {
+		return cds(ci) != nil && cds(ci).Status == Synced
+	})
+	policies.set(rule)
+	ts.Push(pushOf(ruleChanged(rule.Host)))
+	awaitClient(t, ts.Server, "the client ACKed the new cluster", func(ci ClientInfo) bool {
+		return cds(ci) != nil && cds(ci).LastACK != nil && cds(ci).LastACK.Version != cds(before).LastACK.Version
+	})
 }

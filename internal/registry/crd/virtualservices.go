@@ -2,6 +2,7 @@ package crd
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -87,21 +88,24 @@ func NewRoutes(store Store, opts RouteOptions) *Routes {
 func (r *Routes) AppendEventHandler(h model.EventHandler) { r.handlers.add(h) }
 
 // onRuleChange checks again the VirtualServices naming a subset of the
-// host whose rules changed: a subset may have appeared or gone.
+// host whose rules changed, or of the hosts a changed wildcard rule
+// matches: a subset may have appeared or gone.
 func (r *Routes) onRuleChange(ev model.Event) {
 	if ev.Config.Kind != model.KindDestinationRule {
 		return
 	}
+	changed := model.Hostname(ev.Config.Name)
 	r.mu.RLock()
-	users := slices.Sorted(func(yield func(string) bool) {
-		for k := range r.subsetUsers[model.Hostname(ev.Config.Name)] {
-			if !yield(k) {
-				return
+	users := map[string]bool{}
+	for h, byHost := range r.subsetUsers {
+		if h == changed || model.WildcardMatches(changed, h) {
+			for k := range byHost {
+				users[k] = true
 			}
 		}
-	})
+	}
 	r.mu.RUnlock()
-	for _, k := range users {
+	for _, k := range slices.Sorted(maps.Keys(users)) {
 		ns, name := splitKey(k)
 		r.update(ns, name)
 	}

@@ -122,3 +122,33 @@ func TestRoutesFollowTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestRoutesFollowWildcardRules: a VirtualService naming a subset that
+// only a rule for a wildcard host defines is accepted once that rule
+// comes, and refused again when it goes.
+func TestRoutesFollowWildcardRules(t *testing.T) {
+	store := newMemStore()
+	reporter := configstatus.NewReporter()
+	policies := NewPolicies(store, PolicyOptions{})
+	NewRoutes(store, RouteOptions{Policies: policies, Status: reporter})
+	state := func() string {
+		st, ok := reporter.Get(configstatus.Ref{Kind: "VirtualService", Namespace: "ns", Name: "b"})
+		if !ok {
+			return "none"
+		}
+		return configstatus.Entry{Status: st}.State()
+	}
+	store.applyVS(vsFromYAML(t, "b", "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews, subset: v1}}]"))
+	if got := state(); got != "refused" {
+		t.Fatalf("before the rule: %s, want refused", got)
+	}
+	store.applyDR(t, "wide", "  host: \"*.ns.svc.cluster.local\"\n  subsets: [{name: v1, labels: {v: \"1\"}}]")
+	if got := state(); got != "applied" {
+		t.Fatalf("after the wildcard rule: %s, want applied", got)
+	}
+	delete(store.drs, "ns/wide")
+	store.notify(DestinationRule, "ns", "wide")
+	if got := state(); got != "refused" {
+		t.Fatalf("after the wildcard rule went: %s, want refused", got)
+	}
+}
