@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	xdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/health"
@@ -44,15 +45,23 @@ func StartBackend(t testing.TB, ip string, port int) Backend {
 	return serveHealth(t, ip, port, health.NewServer())
 }
 
+// StartTLSBackend starts a backend on ip, on a free port, whose
+// connections creds secure (a plain gRPC server, not an xDS one). The
+// test stops it.
+func StartTLSBackend(t testing.TB, ip string, creds credentials.TransportCredentials) Backend {
+	t.Helper()
+	return serveHealth(t, ip, 0, health.NewServer(), grpc.Creds(creds))
+}
+
 // serveHealth serves h as the health service on ip:port until the test
 // ends.
-func serveHealth(t testing.TB, ip string, port int, h healthpb.HealthServer) Backend {
+func serveHealth(t testing.TB, ip string, port int, h healthpb.HealthServer, opts ...grpc.ServerOption) Backend {
 	t.Helper()
 	lis, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
 	if err != nil {
 		t.Fatalf("listen on %s:%d: %v", ip, port, err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(g, h)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)

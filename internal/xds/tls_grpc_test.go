@@ -2,13 +2,17 @@ package xds
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -90,10 +94,10 @@ func TestGRPCIstioMutualTLS(t *testing.T) {
 		// A connection is verified once, when it is made: a new channel
 		// makes new ones.
 		st.Update(echo, endpointAs("someone-else"))
-		awaitCluster(t, ts, model.ClusterName(9080, "", echo.Hostname), "spiffe://cluster.local/ns/apps/sa/someone-else")
+		awaitCluster(t, ts, "apps", model.ClusterName(9080, "", echo.Hostname), "spiffe://cluster.local/ns/apps/sa/someone-else")
 		grpctest.AwaitUnavailable(t, newClient())
 		st.Update(echo, endpointAs("echo"))
-		awaitCluster(t, ts, model.ClusterName(9080, "", echo.Hostname), "spiffe://cluster.local/ns/apps/sa/echo")
+		awaitCluster(t, ts, "apps", model.ClusterName(9080, "", echo.Hostname), "spiffe://cluster.local/ns/apps/sa/echo")
 		grpctest.AwaitSpread(t, newClient(), srv.Backend)
 	})
 	if n := ts.NACKs(); n != 0 {
@@ -102,12 +106,12 @@ func TestGRPCIstioMutualTLS(t *testing.T) {
 }
 
 // awaitCluster waits until the cluster the server gives gRPC clients of
-// namespace apps holds text (a pushed change has reached the cache).
-func awaitCluster(t *testing.T, ts *testServer, name, text string) {
+// namespace holds text (a pushed change has reached the cache).
+func awaitCluster(t *testing.T, ts *testServer, namespace, name, text string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
-		cl := (&servedModel{ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: "apps"}, name)
+		cl := (&servedModel{ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: namespace}, name)
 		b, err := protojson.Marshal(cl)
 		if err != nil {
 			t.Fatal(err)
@@ -119,5 +123,66 @@ func awaitCluster(t *testing.T, ts *testServer, name, text string) {
 			t.Fatalf("cluster %s never held %q: %s", name, text, b)
 		}
 		time.Sleep(5 * time.Millisecond) // polling
+	}
+}
+
+// TestGRPCMutualTLSCredentialName: a rule's MUTUAL tls with credentialName
+// reaches a grpc-go client as the certificate provider instance of that
+// name in its bootstrap: the client presents that instance's certificate
+// to a TLS server outside the mesh that requires one and verifies the
+// server against subjectAltNames; a server presenting another name is
+// refused.
+func TestGRPCMutualTLSCredentialName(t *testing.T) {
+	ca := testpki.New(t)
+	serverCert, serverKey := ca.Issue(t, testpki.Leaf{Name: "partner", URIs: []string{"spiffe://partner.example/api"}})
+	clientCert, clientKey := ca.Issue(t, testpki.Leaf{Name: "client", URIs: []string{"spiffe://shop.example/client"}})
+	pair, err := tls.LoadX509KeyPair(serverCert, serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(ca.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(caPEM)
+	partner := grpctest.StartTLSBackend(t, "127.0.0.6", credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}))
+
+	st := model.NewStore()
+	svc := service("partner", "shop", 9443)
+	st.Update(svc, []*model.Endpoint{{Address: partner.IP, Port: partner.Port, ServicePortName: "grpc"}})
+	policies := &testPolicies{}
+	rule := func(san string) *model.DestinationRule {
+		return &model.DestinationRule{Namespace: "shop", Name: "partner", Host: svc.Hostname, Policy: &model.TrafficPolicy{
+			TLS: &model.ClientTLS{Mode: model.TLSMutual, CredentialName: "partner-certs", SubjectAltNames: []string{san}}}}
+	}
+	policies.set(rule("spiffe://partner.example/api"))
+	ts := startServer(t, st, withPolicies(policies))
+
+	// The bootstrap meshpilot writes, its instance renamed as the rule
+	// names it.
+	cfg, err := bootstrap.Build(bootstrap.Options{XDSServer: ts.addr, Namespace: "shop", Pod: "client-1", Cert: clientCert, Key: clientKey, CACert: ca.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.XDSServers[0].ChannelCreds = []bootstrap.ChannelCreds{{Type: "insecure"}}
+	cfg.CertificateProviders = map[string]bootstrap.CertificateProvider{"partner-certs": cfg.CertificateProviders["default"]}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newClient := func() *grpc.ClientConn {
+		return grpctest.ChannelWithBootstrap(t, "xds:///partner.shop:9443", b, grpctest.ChannelOptions{XDSCredentials: true})
+	}
+	grpctest.AwaitSpread(t, newClient(), partner)
+
+	policies.set(rule("spiffe://partner.example/other"))
+	ts.Push(pushOf(ruleChanged(svc.Hostname)))
+	awaitCluster(t, ts, "shop", model.ClusterName(9443, "", svc.Hostname), "spiffe://partner.example/other")
+	grpctest.AwaitUnavailable(t, newClient())
+	if n := ts.NACKs(); n != 0 {
+		t.Fatalf("clients sent %d NACKs:\n%s", n, ts.logs.String())
 	}
 }
