@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
@@ -25,16 +27,35 @@ func TestWildcardRulePush(t *testing.T) {
 	ordersCluster := model.ClusterName(9080, "", orders.Hostname)
 	c.Subscribe(ClusterType, ordersCluster)
 	c.WaitFor(ClusterType, ordersCluster)
+	// A client of a host of another namespace, which the wildcard does
+	// not match: its watch must not be woken.
+	web := service("web", "front", 9080)
+	st.Update(web, nil)
+	d := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("d", "front"), AutoACK: true, Wait: wait})
+	webCluster := model.ClusterName(9080, "", web.Hostname)
+	d.Subscribe(ClusterType, webCluster)
+	d.WaitFor(ClusterType, webCluster)
 
 	const wildcard = model.Hostname("*.shop.svc.cluster.local")
+	deadline := time.Now().Add(wait)
+	for waiting(ts.Server, model.DestinationRuleKey(wildcard)) != 1 || waiting(ts.Server, model.DestinationRuleKey("*")) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("watches on the wildcard's key: %d, want c's", waiting(ts.Server, model.DestinationRuleKey(wildcard)))
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
 	policies.set(&model.DestinationRule{Namespace: "shop", Name: "shop-wide", Host: wildcard,
 		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest}})
+	before := len(ts.logs.String())
 	ts.Push(pushOf(ruleChanged(wildcard)))
 	lb := func(name string, want cluster.Cluster_LbPolicy) {
 		t.Helper()
 		c.WaitUntil(name+" has lb_policy "+want.String(), func() bool { return c.Cluster(name).GetLbPolicy() == want })
 	}
 	lb(ordersCluster, cluster.Cluster_LEAST_REQUEST)
+	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=1 ") {
+		t.Errorf("the wildcard's push woke another watch than c's:\n%s", log)
+	}
 
 	cart := service("cart", "shop", 9080)
 	st.Update(cart, nil)
