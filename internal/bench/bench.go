@@ -60,7 +60,8 @@ type Config struct {
 	// MissTimeout: a change a client has not seen this long after its
 	// write is a miss.
 	MissTimeout time.Duration `json:"miss_timeout_ns"`
-	// Settle is the pause between convergence and churn.
+	// Settle is the pause between convergence and churn, and between
+	// churn and route churn.
 	Settle time.Duration `json:"settle_ns"`
 	// Timeout bounds the whole run.
 	Timeout time.Duration `json:"timeout_ns"`
@@ -398,6 +399,14 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		logf("churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms (%d seen before it returned); %d misses",
 			churn.Pairs, churn.FromWriteStart.P50MS, churn.FromWriteStart.P99MS, churn.P50MS, churn.P99MS, churn.BeforeWriteReturned, churn.Misses)
 		if cfg.TrafficRules {
+			// The same pause as before churn: the first route change
+			// should not land in the debounce window of churn's last
+			// push, which would delay it by that window.
+			select {
+			case <-time.After(cfg.Settle):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
 			logf("route churn: %d VirtualService weight changes at %g/s", cfg.Changes, cfg.Rate)
 			rch, err := runRouteChurn(ctx, churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
 			if err != nil {
