@@ -475,17 +475,7 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 	pick := func() *service { return w.services[subscribed[rng.IntN(len(subscribed))]] }
 
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex // guards changes and errs
-		changes = make([]*change, cfg.Changes)
-		errs    []error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
+	ph := newChurnPhase(tr, cfg)
 	next := prepare(pick())
 	var p prepared
 	select {
@@ -493,7 +483,7 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	start := time.Now()
+	ph.begin()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for i := range cfg.Changes {
@@ -501,46 +491,29 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 			select {
 			case <-tick.C:
 			case err := <-clientErrs:
-				wg.Wait()
-				return nil, fmt.Errorf("during churn: %w", err)
+				return ph.abort(fmt.Errorf("during churn: %w", err))
 			case <-ctx.Done():
-				wg.Wait()
-				return nil, context.Cause(ctx)
+				return ph.abort(context.Cause(ctx))
 			}
 			select {
 			case p = <-next:
 			case <-ctx.Done():
-				wg.Wait()
-				return nil, context.Cause(ctx)
+				return ph.abort(context.Cause(ctx))
 			}
 		}
 		if p.err != nil {
-			fail(p.err)
+			ph.fail(p.err)
 			break
 		}
 		if i+1 < cfg.Changes {
 			next = prepare(pick())
 		}
 		cur := p
-		wg.Go(func() {
-			ch, err := tr.track(ctx, cur.svc.idx, cfg.MissTimeout, func(expect func(key string)) (time.Time, error) {
-				return w.appendEndpoint(ctx, cur.svc, cur.ep, func() { expect(cur.ep.Addresses[0]) })
-			})
-			if err != nil {
-				fail(err)
-				return
-			}
-			changes[i] = ch
+		ph.change(ctx, i, cur.svc.idx, func(expect func(key string)) (time.Time, error) {
+			return w.appendEndpoint(ctx, cur.svc, cur.ep, func() { expect(cur.ep.Addresses[0]) })
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
-	}
-	return tr.churn(changes, w.services, start, cfg.MissTimeout), nil
+	return ph.result(ctx, w.services)
 }
 
 // runRouteChurn changes the weights of one subscribed service's
@@ -549,15 +522,10 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 // still being pushed, and waits for every subscribed client to hold the
 // route with the new weights, or for the miss timeout.
 func runRouteChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
-	w, tr, cfg := r.workload, r.tracker, r.cfg
+	w, cfg := r.workload, r.cfg
 	order := r.rng.Perm(len(r.subscribed))
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex // guards errs
-		errs    []error
-		changes = make([]*change, cfg.Changes)
-	)
-	start := time.Now()
+	ph := newChurnPhase(r.tracker, cfg)
+	ph.begin()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
 	defer tick.Stop()
 	for i := range cfg.Changes {
@@ -565,35 +533,74 @@ func runRouteChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 			select {
 			case <-tick.C:
 			case err := <-r.clientErrs:
-				wg.Wait()
-				return nil, fmt.Errorf("during route churn: %w", err)
+				return ph.abort(fmt.Errorf("during route churn: %w", err))
 			case <-ctx.Done():
-				wg.Wait()
-				return nil, context.Cause(ctx)
+				return ph.abort(context.Cause(ctx))
 			}
 		}
 		svc := w.services[r.subscribed[order[i%len(order)]]]
-		wg.Go(func() {
-			ch, err := tr.track(ctx, svc.idx, cfg.MissTimeout, func(expect func(key string)) (time.Time, error) {
-				return w.setWeights(ctx, svc, expect)
-			})
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-				return
-			}
-			changes[i] = ch
+		ph.change(ctx, i, svc.idx, func(expect func(key string)) (time.Time, error) {
+			return w.setWeights(ctx, svc, expect)
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	return ph.result(ctx, w.services)
+}
+
+// churnPhase makes the changes of one churn phase, each followed in the
+// background until every subscribed client has seen it, and collects
+// them.
+type churnPhase struct {
+	tr      *tracker
+	cfg     *Config
+	start   time.Time
+	wg      sync.WaitGroup
+	mu      sync.Mutex // guards errs
+	errs    []error
+	changes []*change // by index; each written by its own goroutine
+}
+
+func newChurnPhase(tr *tracker, cfg *Config) *churnPhase {
+	return &churnPhase{tr: tr, cfg: cfg, changes: make([]*change, cfg.Changes)}
+}
+
+// begin marks the start of the phase, from which changes are timed.
+func (p *churnPhase) begin() { p.start = time.Now() }
+
+// change makes the i-th change, of service svc, with write in the
+// background (tracker.track).
+func (p *churnPhase) change(ctx context.Context, i, svc int, write func(expect func(key string)) (time.Time, error)) {
+	p.wg.Go(func() {
+		ch, err := p.tr.track(ctx, svc, p.cfg.MissTimeout, write)
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		p.changes[i] = ch
+	})
+}
+
+func (p *churnPhase) fail(err error) {
+	p.mu.Lock()
+	p.errs = append(p.errs, err)
+	p.mu.Unlock()
+}
+
+// abort waits for the changes in flight and returns err.
+func (p *churnPhase) abort(err error) (*ChurnResult, error) {
+	p.wg.Wait()
+	return nil, err
+}
+
+// result waits for every change and returns the phase's figures.
+func (p *churnPhase) result(ctx context.Context, services []*service) (*ChurnResult, error) {
+	p.wg.Wait()
+	if err := errors.Join(p.errs...); err != nil {
 		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
-	return tr.churn(changes, w.services, start, cfg.MissTimeout), nil
+	return p.tr.churn(p.changes, services, p.start, p.cfg.MissTimeout), nil
 }
 
 // track makes one change of a service with write and waits until every

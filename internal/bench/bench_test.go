@@ -21,29 +21,43 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
-// TestSmallRun runs the whole benchmark on a tiny workload against the
-// package's API server and checks that every figure is there and sane;
-// it sets no timing thresholds.
-func TestSmallRun(t *testing.T) {
+// smallConfig is a tiny workload of services services over 2 namespaces,
+// 2 endpoints each, 3 clients of 2 services, 3 changes, against the
+// package's API server.
+func smallConfig(services int, prefix string) Config {
 	cfg := Defaults()
-	cfg.Services, cfg.Namespaces, cfg.Endpoints = 5, 2, 2
+	cfg.Services, cfg.Namespaces, cfg.Endpoints = services, 2, 2
 	cfg.Clients, cfg.PerClient = 3, 2
 	cfg.Changes, cfg.Rate = 3, 20
 	cfg.Nodes = 3
 	cfg.Timeout = 5 * time.Minute
 	cfg.Settle = 200 * time.Millisecond
-	cfg.Prefix = "small"
+	cfg.Prefix = prefix
 	cfg.Env = env
 	cfg.MeshpilotArgs = []string{"--debounce-after=50ms"}
+	return cfg
+}
+
+// runSmall runs cfg and returns its result and progress log.
+func runSmall(t *testing.T, cfg Config) (*Result, *bytes.Buffer) {
+	t.Helper()
 	var log bytes.Buffer
 	cfg.Log = &log
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
 	}
+	return res, &log
+}
+
+// TestSmallRun runs the whole benchmark on a tiny workload against the
+// package's API server and checks that every figure is there and sane;
+// it sets no timing thresholds.
+func TestSmallRun(t *testing.T) {
+	cfg := smallConfig(5, "small")
+	res, log := runSmall(t, cfg)
 	// 2 namespaces + 3 nodes + 5 services + 10 pods (create and status) + 5 slices.
 	if want := int64(2 + 3 + 5 + 2*10 + 5); res.Setup.Writes != want {
 		t.Errorf("setup writes = %d, want %d", res.Setup.Writes, want)
@@ -256,26 +270,9 @@ func TestChurnCountsMisses(t *testing.T) {
 // subset clusters, and every route weight change reaches every
 // subscribed client.
 func TestSmallRunWithTrafficRules(t *testing.T) {
-	cfg := Defaults()
-	cfg.Services, cfg.Namespaces, cfg.Endpoints = 4, 2, 2
-	cfg.Clients, cfg.PerClient = 3, 2
-	cfg.Changes, cfg.Rate = 3, 20
-	cfg.Nodes = 3
-	cfg.Timeout = 5 * time.Minute
-	cfg.Settle = 200 * time.Millisecond
-	cfg.Prefix = "rules"
+	cfg := smallConfig(4, "rules")
 	cfg.TrafficRules = true
-	cfg.Env = env
-	cfg.MeshpilotArgs = []string{"--debounce-after=50ms"}
-	var log bytes.Buffer
-	cfg.Log = &log
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-
-	res, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
-	}
+	res, log := runSmall(t, cfg)
 	// 2 namespaces + 3 nodes + 4 services + 8 pods (create and status) +
 	// 4 slices + a DestinationRule and a VirtualService per service.
 	if want := int64(2 + 3 + 4 + 2*8 + 4 + 2*4); res.Setup.Writes != want {
