@@ -240,3 +240,21 @@ func (r *Reporter) Get(ref Ref) (Status, bool) {
 	}
 	return Status{}, false
 }
+
+// RefuseAt records why the object is refused, unless a problem was
+// recorded before: the first one found is the one reported.
+func (s *Status) RefuseAt(path, why string) {
+	if s.Refused == nil {
+		s.Refused = &Field{Path: path, Why: why}
+	}
+}
+
+// IgnoreGRPC records a field gRPC clients do not get, and why.
+func (s *Status) IgnoreGRPC(path, why string) {
+	s.IgnoredGRPC = append(s.IgnoredGRPC, Field{Path: path, Why: why})
+}
+
+// IgnoreEnvoy records a field Envoy clients do not get, and why.
+func (s *Status) IgnoreEnvoy(path, why string) {
+	s.IgnoredEnvoy = append(s.IgnoredEnvoy, Field{Path: path, Why: why})
+}

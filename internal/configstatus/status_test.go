@@ -82,3 +82,20 @@ level=INFO msg="configuration applied after a refusal" kind=DestinationRule name
 		t.Fatalf("log:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// A conversion records every problem it meets; the first refusal is the
+// one reported, ignored fields all are.
+func TestStatusRecordsProblems(t *testing.T) {
+	var s Status
+	s.IgnoreGRPC("spec.a", "one")
+	s.RefuseAt("spec.b", "first")
+	s.RefuseAt("spec.c", "second")
+	s.IgnoreEnvoy("spec.d", "two")
+	s.IgnoreGRPC("spec.e", "three")
+	if s.Refused == nil || *s.Refused != (Field{Path: "spec.b", Why: "first"}) {
+		t.Fatalf("Refused = %+v, want the first refusal", s.Refused)
+	}
+	if len(s.IgnoredGRPC) != 2 || s.IgnoredGRPC[1].Path != "spec.e" || len(s.IgnoredEnvoy) != 1 || s.IgnoredEnvoy[0].Why != "two" {
+		t.Fatalf("ignored fields %+v / %+v", s.IgnoredGRPC, s.IgnoredEnvoy)
+	}
+}

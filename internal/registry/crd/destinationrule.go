@@ -90,27 +90,13 @@ type policyConverter struct {
 func (c *policyConverter) subset(path string, s *apinetworking.Subset, seen map[string]int, i int) {
 	switch prev, dup := seen[s.GetName()]; {
 	case s.GetName() == "":
-		c.refuse(path+".name", "a subset needs a name")
+		c.status.RefuseAt(path+".name", "a subset needs a name")
 	case dup:
-		c.refuse(path+".name", fmt.Sprintf("subset %q is defined twice (spec.subsets[%d])", s.GetName(), prev))
+		c.status.RefuseAt(path+".name", fmt.Sprintf("subset %q is defined twice (spec.subsets[%d])", s.GetName(), prev))
 	case len(s.GetLabels()) == 0:
-		c.refuse(path+".labels", "a subset needs labels to select its endpoints")
+		c.status.RefuseAt(path+".labels", "a subset needs labels to select its endpoints")
 	}
 	seen[s.GetName()] = i
-}
-
-func (c *policyConverter) refuse(path, why string) {
-	if c.status.Refused == nil {
-		c.status.Refused = &configstatus.Field{Path: path, Why: why}
-	}
-}
-
-func (c *policyConverter) ignoreGRPC(path, why string) {
-	c.status.IgnoredGRPC = append(c.status.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
-}
-
-func (c *policyConverter) ignoreEnvoy(path, why string) {
-	c.status.IgnoredEnvoy = append(c.status.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
 }
 
 func (c *policyConverter) trafficPolicy(path string, p *apinetworking.TrafficPolicy) *model.TrafficPolicy {
@@ -182,7 +168,7 @@ func (c *policyConverter) consistentHash(path string, h *apinetworking.LoadBalan
 	switch {
 	case h.GetMaglev() != nil:
 		out.Maglev, out.MaglevTableSize = true, h.GetMaglev().GetTableSize()
-		c.ignoreGRPC(path+".maglev", grpcNoHash)
+		c.status.IgnoreGRPC(path+".maglev", grpcNoHash)
 	case h.GetRingHash() != nil:
 		out.MinimumRingSize = h.GetRingHash().GetMinimumRingSize()
 	default:
@@ -196,16 +182,16 @@ func (c *policyConverter) consistentHash(path string, h *apinetworking.LoadBalan
 		out.HeaderName = k.HttpHeaderName
 	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpCookie:
 		out.Cookie = &model.HashCookie{Name: k.HttpCookie.GetName(), Path: k.HttpCookie.GetPath(), TTL: k.HttpCookie.GetTtl().AsDuration()}
-		c.ignoreGRPC(path+".httpCookie", grpcNoHash)
+		c.status.IgnoreGRPC(path+".httpCookie", grpcNoHash)
 	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
 		out.SourceIP = k.UseSourceIp
-		c.ignoreGRPC(path+".useSourceIp", grpcNoHash)
+		c.status.IgnoreGRPC(path+".useSourceIp", grpcNoHash)
 	case *apinetworking.LoadBalancerSettings_ConsistentHashLB_HttpQueryParameterName:
 		out.QueryParameter = k.HttpQueryParameterName
-		c.ignoreGRPC(path+".httpQueryParameterName", grpcNoHash)
+		c.status.IgnoreGRPC(path+".httpQueryParameterName", grpcNoHash)
 	}
 	if out.HeaderName == "" && (out.Cookie == nil || out.Cookie.Name == "") && !out.SourceIP && out.QueryParameter == "" {
-		c.refuse(path, "no hash key: set one of httpHeaderName, httpCookie.name, useSourceIp, httpQueryParameterName")
+		c.status.RefuseAt(path, "no hash key: set one of httpHeaderName, httpCookie.name, useSourceIp, httpQueryParameterName")
 		return nil
 	}
 	return out
@@ -250,7 +236,7 @@ func (c *policyConverter) outlierDetection(path string, o *apinetworking.Outlier
 		{"splitExternalLocalOriginErrors", out.SplitLocalOrigin},
 	} {
 		if f.set {
-			c.ignoreGRPC(path+"."+f.name, grpcNoConsecutive)
+			c.status.IgnoreGRPC(path+"."+f.name, grpcNoConsecutive)
 		}
 	}
 	if out.FailurePercentage == nil {
@@ -263,22 +249,22 @@ func (c *policyConverter) outlierDetection(path string, o *apinetworking.Outlier
 			{"maxEjectionPercent", out.MaxEjectionPercent > 0},
 		} {
 			if f.set {
-				c.ignoreGRPC(path+"."+f.name, grpcNoEjection)
+				c.status.IgnoreGRPC(path+"."+f.name, grpcNoEjection)
 			}
 		}
 	}
 	if o.GetMinHealthPercent() > 0 {
-		c.ignoreEnvoy(path+".minHealthPercent", "meshpilot sends endpoints that are not ready with their health, so Envoy's panic threshold stays 0, as istiod keeps it for services whose unready endpoints it sends")
-		c.ignoreGRPC(path+".minHealthPercent", "grpc-go has no panic threshold")
+		c.status.IgnoreEnvoy(path+".minHealthPercent", "meshpilot sends endpoints that are not ready with their health, so Envoy's panic threshold stays 0, as istiod keeps it for services whose unready endpoints it sends")
+		c.status.IgnoreGRPC(path+".minHealthPercent", "grpc-go has no panic threshold")
 	}
 	if len(o.GetOutlierDetectionHttpErrorCodes()) > 0 {
-		c.ignoreEnvoy(path+".outlierDetectionHttpErrorCodes", "not generated yet")
-		c.ignoreGRPC(path+".outlierDetectionHttpErrorCodes", "grpc-go counts failed RPCs, not HTTP status codes")
+		c.status.IgnoreEnvoy(path+".outlierDetectionHttpErrorCodes", "not generated yet")
+		c.status.IgnoreGRPC(path+".outlierDetectionHttpErrorCodes", "grpc-go counts failed RPCs, not HTTP status codes")
 	}
 	if o.GetConsecutiveErrors() != 0 { //nolint:staticcheck // deprecated: reported, as istiod ignores it
 		why := "deprecated and ignored by istiod: use consecutive5xxErrors"
-		c.ignoreEnvoy(path+".consecutiveErrors", why)
-		c.ignoreGRPC(path+".consecutiveErrors", why)
+		c.status.IgnoreEnvoy(path+".consecutiveErrors", why)
+		c.status.IgnoreGRPC(path+".consecutiveErrors", why)
 	}
 	return out
 }
@@ -326,7 +312,7 @@ func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *
 	case apinetworking.ClientTLSSettings_MUTUAL:
 		out.Mode = model.TLSMutual
 		if out.CredentialName == "" && (out.ClientCertificate == "" || out.PrivateKey == "") {
-			c.refuse(path, "MUTUAL needs credentialName, or clientCertificate and privateKey")
+			c.status.RefuseAt(path, "MUTUAL needs credentialName, or clientCertificate and privateKey")
 			return nil
 		}
 	case apinetworking.ClientTLSSettings_ISTIO_MUTUAL:
@@ -336,7 +322,7 @@ func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *
 			{"privateKey", out.PrivateKey}, {"caCertificates", out.CACertificates},
 		} {
 			if f.value != "" {
-				c.refuse(path+"."+f.name, "ISTIO_MUTUAL uses the mesh's certificates: "+f.name+" must be empty")
+				c.status.RefuseAt(path+"."+f.name, "ISTIO_MUTUAL uses the mesh's certificates: "+f.name+" must be empty")
 				return nil
 			}
 		}
@@ -350,17 +336,17 @@ func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *
 		{"caCertificates", out.CACertificates != ""},
 	} {
 		if f.set {
-			c.ignoreGRPC(path+"."+f.name, grpcFiles)
+			c.status.IgnoreGRPC(path+"."+f.name, grpcFiles)
 		}
 	}
 	if out.SNI != "" {
-		c.ignoreGRPC(path+".sni", "grpc-go sends the target's host name")
+		c.status.IgnoreGRPC(path+".sni", "grpc-go sends the target's host name")
 	}
 	if out.InsecureSkipVerify {
-		c.ignoreGRPC(path+".insecureSkipVerify", "grpc-go always verifies the server against the instance's roots")
+		c.status.IgnoreGRPC(path+".insecureSkipVerify", "grpc-go always verifies the server against the instance's roots")
 	}
 	if out.CredentialName != "" {
-		c.ignoreEnvoy(path+".credentialName", "meshpilot serves no secrets (SDS): Envoy gets only the files")
+		c.status.IgnoreEnvoy(path+".credentialName", "meshpilot serves no secrets (SDS): Envoy gets only the files")
 	}
 	return out
 }

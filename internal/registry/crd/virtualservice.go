@@ -92,29 +92,15 @@ type vsConverter struct {
 	notForGRPC []string
 }
 
-func (c *vsConverter) refuse(path, why string) {
-	if c.status.Refused == nil {
-		c.status.Refused = &configstatus.Field{Path: path, Why: why}
-	}
-}
-
-func (c *vsConverter) ignoreGRPC(path, why string) {
-	c.status.IgnoredGRPC = append(c.status.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
-}
-
-func (c *vsConverter) ignoreEnvoy(path, why string) {
-	c.status.IgnoredEnvoy = append(c.status.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
-}
-
 func (c *vsConverter) ignoreBoth(path, why string) {
-	c.ignoreGRPC(path, why)
-	c.ignoreEnvoy(path, why)
+	c.status.IgnoreGRPC(path, why)
+	c.status.IgnoreEnvoy(path, why)
 }
 
 // grpcCannot marks a field gRPC clients cannot honour.
 func (c *vsConverter) grpcCannot(path string) {
 	c.notForGRPC = append(c.notForGRPC, path)
-	c.ignoreGRPC(path, whyNotForGRPC)
+	c.status.IgnoreGRPC(path, whyNotForGRPC)
 }
 
 func (c *vsConverter) convert(vs *networkingv1.VirtualService) *model.VirtualService {
@@ -189,23 +175,23 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 	if d := r.GetTimeout(); d != nil {
 		out.Timeout = d.AsDuration()
 		if out.Timeout < 0 {
-			c.refuse(path+".timeout", "a timeout is not negative")
+			c.status.RefuseAt(path+".timeout", "a timeout is not negative")
 		}
 	}
 	if p := r.GetRetries(); p != nil {
 		retry, err := meshconfig.ConvertHTTPRetry(p)
 		if err != nil {
 			field, _, _ := strings.Cut(err.Error(), ":")
-			c.refuse(path+".retries."+field, err.Error())
+			c.status.RefuseAt(path+".retries."+field, err.Error())
 			retry = &model.HTTPRetry{}
 		}
 		out.Retries = retry
 		if others := nonGRPCRetryOn(p.GetRetryOn()); len(others) > 0 && retry.Attempts > 0 {
-			c.ignoreGRPC(path+".retries.retryOn", fmt.Sprintf(
+			c.status.IgnoreGRPC(path+".retries.retryOn", fmt.Sprintf(
 				"grpc-go retries only on gRPC status names (%s); for Envoy only: %s", strings.Join(grpcRetryOn, ", "), strings.Join(others, ", ")))
 		}
 		if p.GetPerTryTimeout() != nil && retry.Attempts > 0 {
-			c.ignoreGRPC(path+".retries.perTryTimeout", whyNoPerTry)
+			c.status.IgnoreGRPC(path+".retries.perTryTimeout", whyNoPerTry)
 		}
 		if p.GetRetryRemoteLocalities() != nil {
 			c.ignoreBoth(path+".retries.retryRemoteLocalities", "not implemented")
@@ -214,12 +200,12 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 	out.Fault = c.fault(path+".fault", r.GetFault())
 	c.answers(path, r, &out)
 	if h := r.GetHeaders(); h != nil {
-		c.ignoreGRPC(path+".headers", whyNoHeaderOps)
+		c.status.IgnoreGRPC(path+".headers", whyNoHeaderOps)
 		out.Headers = convertHeaders(h)
 	}
 	if r.GetCorsPolicy() != nil {
 		c.grpcCannot(path + ".corsPolicy")
-		c.ignoreEnvoy(path+".corsPolicy", whyNotEnvoy)
+		c.status.IgnoreEnvoy(path+".corsPolicy", whyNotEnvoy)
 	}
 	c.mirrors(path, r, &out)
 	return out, true
@@ -232,7 +218,7 @@ func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *mode
 		c.grpcCannot(path + ".redirect")
 		out.Redirect = &model.HTTPRedirect{URI: rd.GetUri(), Authority: rd.GetAuthority(), Code: rd.GetRedirectCode()}
 		if rd.GetRedirectPort() != nil || rd.GetScheme() != "" || rd.GetPrefixRewrite() != "" {
-			c.ignoreEnvoy(path+".redirect", "only uri, authority and redirectCode are implemented")
+			c.status.IgnoreEnvoy(path+".redirect", "only uri, authority and redirectCode are implemented")
 		}
 	}
 	if dr := r.GetDirectResponse(); dr != nil {
@@ -248,12 +234,12 @@ func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *mode
 			RegexMatch: rw.GetUriRegexRewrite().GetMatch(), RegexSubstitute: rw.GetUriRegexRewrite().GetRewrite()}
 		if out.Rewrite.RegexMatch != "" {
 			if _, err := regexp.Compile(out.Rewrite.RegexMatch); err != nil {
-				c.refuse(path+".rewrite.uriRegexRewrite.match", "not an RE2 regular expression: "+err.Error())
+				c.status.RefuseAt(path+".rewrite.uriRegexRewrite.match", "not an RE2 regular expression: "+err.Error())
 			}
 		}
 	}
 	if len(out.Route) == 0 && out.Redirect == nil && out.DirectResponse == nil {
-		c.refuse(path+".route", "a route needs a destination, a redirect or a direct response")
+		c.status.RefuseAt(path+".route", "a route needs a destination, a redirect or a direct response")
 	}
 }
 
@@ -273,7 +259,7 @@ func (c *vsConverter) mirrors(path string, r *apinetworking.HTTPRoute, out *mode
 		c.grpcCannot(field)
 		host, ok := ruleHost(d.GetHost(), c.ns, c.opts.DomainSuffix)
 		if !ok {
-			c.refuse(field+".host", fmt.Sprintf("%q is not a service host", d.GetHost()))
+			c.status.RefuseAt(field+".host", fmt.Sprintf("%q is not a service host", d.GetHost()))
 			return
 		}
 		pct := 100.0
@@ -311,7 +297,7 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 		dp := fmt.Sprintf("%s.route[%d]", path, k)
 		host, ok := ruleHost(d.GetDestination().GetHost(), c.ns, c.opts.DomainSuffix)
 		if !ok {
-			c.refuse(dp+".destination.host", fmt.Sprintf("%q is not a service host", d.GetDestination().GetHost()))
+			c.status.RefuseAt(dp+".destination.host", fmt.Sprintf("%q is not a service host", d.GetDestination().GetHost()))
 			continue
 		}
 		dst := model.RouteDestination{
@@ -321,13 +307,13 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 			Weight: d.GetWeight(),
 		}
 		if dst.Weight < 0 {
-			c.refuse(dp+".weight", "a weight is not negative")
+			c.status.RefuseAt(dp+".weight", "a weight is not negative")
 		}
 		if dst.Subset != "" && c.opts.SubsetDefined != nil && !c.opts.SubsetDefined(host, dst.Subset) {
-			c.refuse(dp+".destination.subset", fmt.Sprintf("no DestinationRule for %s defines subset %q", host, dst.Subset))
+			c.status.RefuseAt(dp+".destination.subset", fmt.Sprintf("no DestinationRule for %s defines subset %q", host, dst.Subset))
 		}
 		if h := d.GetHeaders(); h != nil {
-			c.ignoreGRPC(dp+".headers", whyNoHeaderOps)
+			c.status.IgnoreGRPC(dp+".headers", whyNoHeaderOps)
 			dst.Headers = convertHeaders(h)
 		}
 		total += dst.Weight
@@ -337,7 +323,7 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 	case len(out.Route) == 1 && (total == 0 || total == 100):
 		out.Route[0].Weight = 100
 	case len(out.Route) > 0 && total != 100:
-		c.refuse(path+".route", fmt.Sprintf("the weights add up to %d, not 100", total))
+		c.status.RefuseAt(path+".route", fmt.Sprintf("the weights add up to %d, not 100", total))
 	}
 }
 
@@ -382,7 +368,7 @@ func (c *vsConverter) match(path string, m *apinetworking.HTTPMatchRequest) (mod
 	}
 	if len(m.GetSourceLabels()) > 0 || m.GetSourceNamespace() != "" {
 		c.grpcCannot(path + ".sourceLabels")
-		c.ignoreEnvoy(path, "matches on the client's labels or namespace are not implemented: the match is left out")
+		c.status.IgnoreEnvoy(path, "matches on the client's labels or namespace are not implemented: the match is left out")
 		return out, false
 	}
 	return out, true
@@ -421,7 +407,7 @@ func (c *vsConverter) stringMatch(path string, m *apinetworking.StringMatch) (mo
 		}
 		// Envoy and grpc-go both use RE2, whose syntax Go's regexp is.
 		if _, err := regexp.Compile(t.Regex); err != nil {
-			c.refuse(path+".regex", "not an RE2 regular expression: "+err.Error())
+			c.status.RefuseAt(path+".regex", "not an RE2 regular expression: "+err.Error())
 			return model.StringMatch{}, false
 		}
 		return model.StringMatch{Kind: model.MatchRegex, Value: t.Regex}, true
@@ -449,12 +435,12 @@ func (c *vsConverter) fault(path string, f *apinetworking.HTTPFaultInjection) *m
 		case *apinetworking.HTTPFaultInjection_Abort_HttpStatus:
 			out.Abort = &model.FaultAbort{Code: uint32(t.HttpStatus), Percent: percent(a.GetPercentage(), 0)}
 			if t.HttpStatus < 200 || t.HttpStatus > 599 {
-				c.refuse(path+".abort.httpStatus", "an HTTP status is between 200 and 599")
+				c.status.RefuseAt(path+".abort.httpStatus", "an HTTP status is between 200 and 599")
 			}
 		case *apinetworking.HTTPFaultInjection_Abort_GrpcStatus:
 			code, ok := grpcCodes[t.GrpcStatus]
 			if !ok {
-				c.refuse(path+".abort.grpcStatus", fmt.Sprintf("%q is not a gRPC status name", t.GrpcStatus))
+				c.status.RefuseAt(path+".abort.grpcStatus", fmt.Sprintf("%q is not a gRPC status name", t.GrpcStatus))
 			}
 			out.Abort = &model.FaultAbort{GRPC: true, Code: code, Percent: percent(a.GetPercentage(), 0)}
 		default:
