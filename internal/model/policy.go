@@ -34,9 +34,7 @@ func (r *DestinationRule) VisibleTo(ns string) bool {
 }
 
 // exportedToAll reports whether every client sees the rule.
-func (r *DestinationRule) exportedToAll() bool {
-	return len(r.ExportTo) == 0 || slices.Contains(r.ExportTo, "*")
-}
+func (r *DestinationRule) exportedToAll() bool { return exportedToAll(r.ExportTo) }
 
 // Subset is a named part of a host's endpoints.
 type Subset struct {

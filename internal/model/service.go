@@ -133,11 +133,24 @@ type Service struct {
 	// MeshExternal: a ServiceEntry with location MESH_EXTERNAL, a service
 	// outside the mesh.
 	MeshExternal bool `json:"meshExternal,omitempty"`
-	// ExportTo is a ServiceEntry's exportTo, as written: the namespaces
-	// that may see the service ("*", ".", "~" or names); empty means
-	// every namespace.
+	// ExportTo lists the namespaces whose clients may see the service
+	// (VisibleTo), as Istio writes them: a ServiceEntry's exportTo, a
+	// Kubernetes Service's networking.istio.io/exportTo annotation. "*"
+	// every namespace, "." the service's own, "~" none, other entries
+	// namespace names; empty means every namespace.
 	ExportTo []string `json:"exportTo,omitempty"`
 }
+
+// VisibleTo reports whether clients of namespace ns may see the service.
+// One it hides is, for them, no service at all: no listener, route,
+// cluster or endpoints, as in Istio.
+func (s *Service) VisibleTo(ns string) bool {
+	return visibleTo(s.ExportTo, s.Namespace, ns)
+}
+
+// ExportedToAll reports whether every client sees the service, so that
+// what is built from it does not depend on the client's namespace.
+func (s *Service) ExportedToAll() bool { return exportedToAll(s.ExportTo) }
 
 // InternalTrafficPolicy says which endpoints serve a client in the mesh.
 type InternalTrafficPolicy uint8

@@ -180,7 +180,10 @@ func (vs *VirtualService) VisibleTo(ns string) bool {
 	return visibleTo(vs.ExportTo, vs.Namespace, ns)
 }
 
-// visibleTo applies an exportTo list ("*", ".", names; empty: all).
+// visibleTo applies an exportTo list as Istio reads it, for an object of
+// namespace own and a client of namespace ns: "*" or an empty list every
+// namespace, "." own, other entries namespace names. "~" (none) needs no
+// case: no namespace is called "~".
 func visibleTo(exportTo []string, own, ns string) bool {
 	if len(exportTo) == 0 {
 		return true
@@ -198,8 +201,12 @@ func visibleTo(exportTo []string, own, ns string) bool {
 	return false
 }
 
-func (vs *VirtualService) public() bool {
-	return len(vs.ExportTo) == 0 || slices.Contains(vs.ExportTo, "*")
+func (vs *VirtualService) public() bool { return exportedToAll(vs.ExportTo) }
+
+// exportedToAll reports whether an exportTo list lets every namespace
+// see its object, whatever its own namespace.
+func exportedToAll(exportTo []string) bool {
+	return len(exportTo) == 0 || slices.Contains(exportTo, "*")
 }
 
 // RouteIndex answers which VirtualService routes the traffic of a client

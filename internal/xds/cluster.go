@@ -37,11 +37,12 @@ func (*clusterGenerator) Type() ResourceType {
 func (g *clusterGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
 func (g *clusterGenerator) Generate(c *Client, name string) Result {
-	svc, key, deps := clusterTarget(g.Discovery, name, model.KindService)
+	svc, key, deps, seen := clusterTarget(g.Discovery, c, name, model.KindService)
 	if svc == nil {
-		return Result{Deps: deps}
+		return Result{Deps: deps, Vary: seen}
 	}
 	rule, deps, vary := g.ruleFor(c, svc, deps)
+	vary |= seen
 	policy, ok := rule.PolicyFor(key.Port, key.Subset)
 	if !ok {
 		return Result{Deps: deps, Vary: vary}

@@ -83,10 +83,20 @@
 //     sets outlier detection, as Istio) or reweighs them (distribute);
 //     a service's trafficDistribution comes first.
 //
-// Unknown names get no resource. Envoy (any client that is not gRPC) may
-// subscribe to everything for clusters, endpoints and routes; a wildcard
-// listener subscription gets an empty set, since meshpilot generates only
-// the API listeners of proxyless gRPC clients.
+// Unknown names get no resource. A service whose exportTo
+// (model.Service.VisibleTo) hides it from the client's namespace is, for
+// that client, an unknown host (visibility.go): a listener name skips it
+// for the next candidate hostname, its route configuration, clusters and
+// ClusterLoadAssignments are none, and a VirtualService destination to
+// it names a cluster the client does not get. What reads such a service
+// varies by namespace; a service exported to all (the common case) stays
+// one resource for every client. Envoy (any client that is not gRPC) may
+// subscribe to everything for clusters, endpoints and routes: the
+// wildcard list (AllNames) is every service's names, the same for all
+// clients, and each name is generated for the client like a named one,
+// so a client is sent only what exists for it; a wildcard listener
+// subscription gets an empty set, since meshpilot generates only the API
+// listeners of proxyless gRPC clients.
 //
 // # Server
 //

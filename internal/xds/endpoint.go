@@ -44,17 +44,18 @@ func (*endpointGenerator) Type() ResourceType {
 func (g *endpointGenerator) AllNames() []string { return clusterNames(g.Discovery, true) }
 
 func (g *endpointGenerator) Generate(c *Client, name string) Result {
-	svc, key, deps := clusterTarget(g.Discovery, name, model.KindEndpoints)
+	svc, key, deps, vary := clusterTarget(g.Discovery, c, name, model.KindEndpoints)
 	if svc == nil || svc.Resolution == model.DNSAlias {
-		return Result{Deps: deps}
+		return Result{Deps: deps, Vary: vary}
 	}
 	port := key.Port
 	var selector model.Labels
-	var vary Vary
 	var rule *model.DestinationRule
 	ruleRead := false
 	if key.Subset != "" {
-		rule, deps, vary = g.ruleFor(c, svc, deps)
+		var rv Vary
+		rule, deps, rv = g.ruleFor(c, svc, deps)
+		vary |= rv
 		ruleRead = true
 		s := rule.Subset(key.Subset)
 		if s == nil {

@@ -42,7 +42,9 @@ type goldenInput struct {
 		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
 		TrafficDistribution   string `json:"trafficDistribution"`
 		// Selector is a Kubernetes Service's: it selects WorkloadEntries.
-		Selector  model.Labels `json:"selector"`
+		Selector model.Labels `json:"selector"`
+		// ExportTo is the networking.istio.io/exportTo annotation's list.
+		ExportTo  []string `json:"exportTo"`
 		Endpoints []struct {
 			Address  string       `json:"address"`
 			Port     uint32       `json:"port"`
@@ -182,6 +184,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			ClusterIPs:   s.ClusterIPs,
 			ExternalName: s.ExternalName,
 			Selector:     s.Selector,
+			ExportTo:     s.ExportTo,
 		}
 		switch s.Resolution {
 		case "", "ClientSideLB":

@@ -52,7 +52,10 @@ func (g *listenerGenerator) Generate(c *Client, name string) Result {
 	}
 	for _, h := range model.HostnameCandidates(host, c.Namespace, g.suffix()) {
 		r.Deps = append(r.Deps, model.ServiceKey(h))
-		svc := g.Discovery.GetService(h)
+		// A candidate the client may not see is skipped as if absent:
+		// the name may then mean a service a later candidate names.
+		svc, v := visibleService(g.Discovery, c, h)
+		r.Vary |= v
 		if svc == nil {
 			continue
 		}

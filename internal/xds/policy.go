@@ -12,22 +12,25 @@ import (
 // clusterTarget reads a cluster or ClusterLoadAssignment name,
 // "outbound|<port>|<subset>|<FQDN>", and finds the service port it
 // designates, as servicePort does, keeping the subset. The subset is not
-// checked here: only the rule for the client says which exist.
-func clusterTarget(d model.ServiceDiscovery, name string, kind model.KeyKind) (*model.Service, model.ClusterKey, []model.ConfigKey) {
+// checked here: only the rule for the client says which exist. What is
+// built from it depends on the service's key of the given kind: its
+// definition (KindService), or its endpoints (KindEndpoints, which a
+// change of the definition touches too).
+func clusterTarget(d model.ServiceDiscovery, c *Client, name string, kind model.KeyKind) (*model.Service, model.ClusterKey, []model.ConfigKey, Vary) {
 	k, ok := model.ParseClusterName(name)
 	if !ok {
-		return nil, k, nil
+		return nil, k, nil, 0
 	}
 	// Room for the model.DestinationRuleKey in the same allocation.
 	deps := append(make([]model.ConfigKey, 0, 2), model.ConfigKey{Kind: kind, Name: string(k.Host)})
-	svc := d.GetService(k.Host)
+	svc, vary := visibleService(d, c, k.Host)
 	if svc == nil {
-		return nil, k, deps
+		return nil, k, deps, vary
 	}
 	if _, ok := svc.PortByNumber(k.Port); !ok {
-		return nil, k, deps
+		return nil, k, deps, vary
 	}
-	return svc, k, deps
+	return svc, k, deps, vary
 }
 
 // ruleFor returns the DestinationRule a client's traffic to a service

@@ -28,12 +28,13 @@ func (*routeGenerator) Type() ResourceType {
 func (g *routeGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
 
 func (g *routeGenerator) Generate(c *Client, name string) Result {
-	svc, port, deps := servicePort(g.Discovery, name, model.KindService)
+	svc, port, deps, seen := servicePort(g.Discovery, c, name)
 	if svc == nil {
-		return Result{Deps: deps}
+		return Result{Deps: deps, Vary: seen}
 	}
 	deps = append(deps, model.MeshRetryKey)
 	vs, deps, vary := g.virtualService(c, svc, deps)
+	vary |= seen
 	var routes []*route.Route
 	if vs != nil {
 		var v Vary
@@ -66,26 +67,26 @@ func (g *routeGenerator) Generate(c *Client, name string) Result {
 	}}
 }
 
-// servicePort finds the service port a cluster-style name designates. What
-// is built from it depends on the service's key of the given kind: its
-// definition (KindService), or its endpoints (KindEndpoints, which a
-// change of the definition touches too).
-func servicePort(d model.ServiceDiscovery, name string, kind model.KeyKind) (*model.Service, int32, []model.ConfigKey) {
+// servicePort finds the service port a route configuration's name
+// designates, if the client may see the service (visibleService, whose
+// Vary it returns). What is built from it depends on the service's
+// definition.
+func servicePort(d model.ServiceDiscovery, c *Client, name string) (*model.Service, int32, []model.ConfigKey, Vary) {
 	host, port, ok := serviceCluster(name)
 	if !ok {
-		return nil, 0, nil
+		return nil, 0, nil, 0
 	}
 	// Room for two more keys (the route's model.MeshRetryKey and
 	// model.DestinationRuleKey) in the same allocation.
-	deps := append(make([]model.ConfigKey, 0, 3), model.ConfigKey{Kind: kind, Name: string(host)})
-	svc := d.GetService(host)
+	deps := append(make([]model.ConfigKey, 0, 3), model.ServiceKey(host))
+	svc, vary := visibleService(d, c, host)
 	if svc == nil {
-		return nil, 0, deps
+		return nil, 0, deps, vary
 	}
 	if _, ok := svc.PortByNumber(port); !ok {
-		return nil, 0, deps
+		return nil, 0, deps, vary
 	}
-	return svc, port, deps
+	return svc, port, deps, vary
 }
 
 // clusterNames lists the cluster-style name of every service port, in

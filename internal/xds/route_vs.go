@@ -127,8 +127,9 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 	// (LookupHash): the consistent hash of the rule the client follows
 	// to the destination, for its port and subset.
 	to := func(d model.RouteDestination) string {
-		name, p, dst, ds := g.destinationCluster(svc, port, d, deps)
+		name, p, dst, ds, dv := g.destinationCluster(c, svc, port, d, deps)
 		deps = ds
+		vary |= dv
 		if dst != nil {
 			rule, ds, v := g.ruleFor(c, dst, deps)
 			deps = ds
@@ -189,8 +190,9 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 		a.HostRewriteSpecifier = &route.RouteAction_HostRewriteLiteral{HostRewriteLiteral: authority}
 	}
 	for _, m := range hr.Mirror {
-		name, _, _, ds := g.destinationCluster(svc, port, m.Destination, deps)
+		name, _, _, ds, dv := g.destinationCluster(c, svc, port, m.Destination, deps)
 		deps = ds
+		vary |= dv
 		a.RequestMirrorPolicies = append(a.RequestMirrorPolicies, &route.RouteAction_RequestMirrorPolicy{
 			Cluster:         name,
 			RuntimeFraction: &core.RuntimeFractionalPercent{DefaultValue: millionths(m.Percent)},
@@ -227,14 +229,17 @@ func setTimeout(a *route.RouteAction, d time.Duration, grpc bool) {
 
 // destinationCluster names the cluster of a destination,
 // "outbound|<port>|<subset>|<host>", and returns its port and service
-// (nil when the host is not a service). Without a port, Istio takes the
-// destination service's only port, else the route's; looking at another
-// service makes the route depend on its definition.
-func (g *routeGenerator) destinationCluster(svc *model.Service, port int32, d model.RouteDestination, deps []model.ConfigKey) (string, int32, *model.Service, []model.ConfigKey) {
+// (nil when the host is not a service the client may see: a destination
+// its exportTo hides leads, for that client, nowhere, as an unknown
+// host's). Without a port, Istio takes the destination service's only
+// port, else the route's; looking at another service makes the route
+// depend on its definition.
+func (g *routeGenerator) destinationCluster(c *Client, svc *model.Service, port int32, d model.RouteDestination, deps []model.ConfigKey) (string, int32, *model.Service, []model.ConfigKey, Vary) {
 	dst := svc
+	var vary Vary
 	if d.Host != svc.Hostname {
 		deps = append(deps, model.ServiceKey(d.Host))
-		dst = g.Discovery.GetService(d.Host)
+		dst, vary = visibleService(g.Discovery, c, d.Host)
 	}
 	p := d.Port
 	if p == 0 {
@@ -243,7 +248,7 @@ func (g *routeGenerator) destinationCluster(svc *model.Service, port int32, d mo
 			p = dst.Ports[0].Port
 		}
 	}
-	return model.ClusterName(p, d.Subset, d.Host), p, dst, deps
+	return model.ClusterName(p, d.Subset, d.Host), p, dst, deps, vary
 }
 
 // routeMatch converts a match as istiod does; a gRPC method's path is

@@ -8,8 +8,8 @@
 // hosts are taken as written (a short name is refused; a wildcard host
 // is reported and not served), addresses are kept as the service's
 // addresses, ports carry number, protocol, name and targetPort, location
-// MESH_EXTERNAL sets MeshExternal, exportTo is kept (which namespaces see
-// the service is decided elsewhere). Resolution:
+// MESH_EXTERNAL sets MeshExternal, exportTo is kept (the xDS generators
+// hide the service from the namespaces it does not name). Resolution:
 //
 //   - STATIC: load-balanced by the client over spec.endpoints (IP
 //     addresses), or the WorkloadEntries and ready Pods of its namespace

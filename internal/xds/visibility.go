@@ -1,0 +1,24 @@
+package xds
+
+import "github.com/meshpilot/meshpilot/internal/model"
+
+// visibleService returns the service of host as a client sees it: nil when
+// there is none or when its exportTo hides it from the client's namespace
+// (model.Service.VisibleTo), so that a hidden service is, for that client,
+// exactly an unknown host. Every generator looks services up for a client
+// through here.
+//
+// The answer varies by namespace only for a service whose exportTo
+// restricts it, whoever asks: a service exported to all (the common case)
+// keeps one resource shared by every client. The caller depends on the
+// host's service key already, which an exportTo change touches.
+func visibleService(d model.ServiceDiscovery, c *Client, host model.Hostname) (*model.Service, Vary) {
+	svc := d.GetService(host)
+	if svc == nil || svc.ExportedToAll() {
+		return svc, 0
+	}
+	if !svc.VisibleTo(c.Namespace) {
+		return nil, VaryNamespace
+	}
+	return svc, VaryNamespace
+}
