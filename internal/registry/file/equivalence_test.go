@@ -25,7 +25,7 @@ import (
 // endpoint found by IP (whose IP a finished Pod held before), a slice
 // with a stale target port, an IPv6 and an FQDN slice, Services with an
 // internal traffic policy and traffic distributions (PreferClose among
-// them) and endpoints whose node only their slice names, or names
+// them), one with Istio's exportTo annotation, and endpoints whose node only their slice names, or names
 // otherwise than their Pod. {{ns}} is the
 // test's namespace. Addresses are documentation ones (192.0.2.0/24,
 // 2001:db8::/32): the API server refuses loopback endpoints. A folder has
@@ -102,7 +102,7 @@ spec:
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: near, namespace: {{ns}}}
+metadata: {name: near, namespace: {{ns}}, annotations: {networking.istio.io/exportTo: "., web"}}
 spec:
   clusterIP: 10.96.200.14
   trafficDistribution: PreferSameNode
@@ -396,8 +396,9 @@ func TestSameModelAsTheKubernetesRegistry(t *testing.T) {
 	if svc := fromFiles.GetService(local); svc == nil || svc.InternalTrafficPolicy != model.InternalTrafficLocal || svc.TrafficDistribution != model.PreferSameZone {
 		t.Fatalf("service %s: %+v, want internal traffic Local and PreferSameZone", local, svc)
 	}
-	if svc := fromFiles.GetService(near); svc == nil || svc.InternalTrafficPolicy != model.InternalTrafficCluster || svc.TrafficDistribution != model.PreferSameNode {
-		t.Fatalf("service %s: %+v, want internal traffic Cluster and PreferSameNode", near, svc)
+	if svc := fromFiles.GetService(near); svc == nil || svc.InternalTrafficPolicy != model.InternalTrafficCluster || svc.TrafficDistribution != model.PreferSameNode ||
+		!slices.Equal(svc.ExportTo, []string{".", "web"}) {
+		t.Fatalf("service %s: %+v, want internal traffic Cluster, PreferSameNode and exportTo [. web]", near, svc)
 	}
 	nodes := map[string]string{}
 	for _, ep := range fromFiles.Endpoints(local, 7070, nil) {

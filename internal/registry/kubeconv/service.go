@@ -31,6 +31,7 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		// there are endpoints, which an ExternalName Service has none of.
 		InternalTrafficPolicy: internalTrafficPolicy(svc.Spec.InternalTrafficPolicy),
 		TrafficDistribution:   trafficDistribution(svc.Spec.TrafficDistribution),
+		ExportTo:              exportTo(svc.Annotations),
 	}
 	if len(svc.Spec.Ports) > 0 {
 		out.Ports = make([]model.Port, 0, len(svc.Spec.Ports))
