@@ -86,6 +86,13 @@ type Event struct {
 	// first half of a replace (kubectl replace --force, a Helm upgrade):
 	// pushes hold it back for a while (push.Options.LeadingEdge).
 	NoEndpoints bool
+	// SameServiceAccounts: the identities of the service's endpoints
+	// (Identity: their namespaces and service accounts) are what they
+	// were before this change, so what reads them alone
+	// (KindServiceAccounts: the SPIFFE names a client verifies) stays as
+	// it is. The zero value claims nothing: a source that does not
+	// compare them leaves it false, and the identities count as changed.
+	SameServiceAccounts bool
 }
 
 // EventHandler receives change events. It is called from the registry's

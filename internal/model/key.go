@@ -11,7 +11,8 @@ package model
 type ConfigKey struct {
 	Kind KeyKind
 	// Name identifies the part within its kind: the hostname for
-	// KindService and KindEndpoints, the namespace for KindNamespace.
+	// KindService, KindEndpoints and KindServiceAccounts, the namespace
+	// for KindNamespace.
 	Name string
 }
 
@@ -43,6 +44,13 @@ const (
 	// KindVirtualService is the set of VirtualServices that route a host,
 	// named by the host's FQDN.
 	KindVirtualService
+	// KindServiceAccounts is the set of identities (namespace and service
+	// account) of a service's endpoints, named by the host's FQDN: what
+	// verifies who a destination is (ISTIO_MUTUAL's SPIFFE names) reads
+	// it rather than the endpoints, so that endpoints coming and going
+	// under the same accounts regenerate none of it. Like KindEndpoints,
+	// a change of the service's definition changes it too.
+	KindServiceAccounts
 )
 
 func (k KeyKind) String() string {
@@ -59,6 +67,8 @@ func (k KeyKind) String() string {
 		return "DestinationRule"
 	case KindVirtualService:
 		return "VirtualService"
+	case KindServiceAccounts:
+		return "ServiceAccounts"
 	}
 	return "Unknown"
 }
@@ -68,6 +78,12 @@ func ServiceKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindService, Name
 
 // EndpointsKey is the key of a service's endpoints.
 func EndpointsKey(h Hostname) ConfigKey { return ConfigKey{Kind: KindEndpoints, Name: string(h)} }
+
+// ServiceAccountsKey is the key of the identities of a service's
+// endpoints.
+func ServiceAccountsKey(h Hostname) ConfigKey {
+	return ConfigKey{Kind: KindServiceAccounts, Name: string(h)}
+}
 
 // NamespaceKey is the key of a namespace's set of services.
 func NamespaceKey(ns string) ConfigKey { return ConfigKey{Kind: KindNamespace, Name: ns} }

@@ -34,6 +34,9 @@ type storedService struct {
 	// it. Endpoints are indexed by name because a number may name two
 	// ports (see Service.PortByNumber).
 	byPortName map[string][]*Endpoint
+	// identities are those of eps (endpointIdentities), kept to tell
+	// whether a change changes them.
+	identities []Identity
 }
 
 // NewStore returns an empty store.
@@ -61,7 +64,9 @@ func (s *Store) Run(ctx context.Context) error {
 
 // Update sets a service and all its endpoints, and reports what changed:
 // ServiceChanged when the service is new or its definition differs,
-// EndpointsChanged when only endpoints differ. It returns false, and emits
+// EndpointsChanged when only endpoints differ, saying whether the
+// identities of the endpoints stayed the same (Event.SameServiceAccounts).
+// It returns false, and emits
 // nothing, when nothing changed. Update keeps svc and the endpoints; the
 // caller must not modify them afterwards.
 func (s *Store) Update(svc *Service, endpoints []*Endpoint) bool {
@@ -74,6 +79,7 @@ func (s *Store) UpdateObserved(svc *Service, endpoints []*Endpoint, observed tim
 	eps := slices.Clone(endpoints)
 	slices.SortFunc(eps, endpointCompare)
 	eps = slices.CompactFunc(eps, func(a, b *Endpoint) bool { return endpointCompare(a, b) == 0 })
+	ids := endpointIdentities(eps)
 
 	s.mu.Lock()
 	old := s.services[svc.Hostname]
@@ -86,11 +92,13 @@ func (s *Store) UpdateObserved(svc *Service, endpoints []*Endpoint, observed tim
 		s.mu.Unlock()
 		return false
 	}
-	s.services[svc.Hostname] = &storedService{svc: svc, eps: eps, byPortName: indexByPortName(eps)}
+	sameIDs := old != nil && slices.Equal(old.identities, ids)
+	s.services[svc.Hostname] = &storedService{svc: svc, eps: eps, byPortName: indexByPortName(eps), identities: ids}
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace, Observed: observed, NoEndpoints: len(eps) == 0}
+	ev := Event{Kind: kind, Hostname: svc.Hostname, Namespace: svc.Namespace, Observed: observed,
+		NoEndpoints: len(eps) == 0, SameServiceAccounts: sameIDs}
 	for _, h := range handlers {
 		h(ev)
 	}
@@ -115,7 +123,11 @@ func (s *Store) DeleteObserved(hostname Hostname, observed time.Time) bool {
 	handlers := s.handlers
 	s.mu.Unlock()
 
-	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace, Observed: observed, NoEndpoints: true}
+	// Endpoints without identities leave none behind: the aggregate
+	// serves such a deletion as a change of endpoints when another
+	// source still defines the service.
+	ev := Event{Kind: ServiceDeleted, Hostname: hostname, Namespace: old.svc.Namespace, Observed: observed,
+		NoEndpoints: true, SameServiceAccounts: len(old.identities) == 0}
 	for _, h := range handlers {
 		h(ev)
 	}

@@ -242,3 +242,54 @@ func TestStoreViewReadsOnly(t *testing.T) {
 		t.Fatalf("Len %d %d", s, e)
 	}
 }
+
+// TestStoreSaysWhenIdentitiesStayTheSame: an event says whether the
+// identities (namespace, service account) of the service's endpoints are
+// what they were, so that what verifies them is regenerated only when
+// they change; a new service claims nothing.
+func TestStoreSaysWhenIdentitiesStayTheSame(t *testing.T) {
+	s := NewStore()
+	var got []Event
+	s.AppendEventHandler(func(e Event) { got = append(got, e) })
+	grpc := Port{Name: "grpc", Port: 8080, Protocol: GRPC}
+	as := func(addr, ns, sa string) *Endpoint {
+		e := ep(addr, 9090, "grpc", Healthy)
+		e.Namespace, e.ServiceAccount = ns, sa
+		return e
+	}
+	for _, st := range []struct {
+		name string
+		eps  []*Endpoint
+		kind EventKind
+		same bool
+	}{
+		{"created", []*Endpoint{as("10.0.0.1", "ns", "reviews")}, ServiceChanged, false},
+		{"an endpoint of the same account added", []*Endpoint{as("10.0.0.1", "ns", "reviews"), as("10.0.0.2", "ns", "reviews")}, EndpointsChanged, true},
+		{"health changes", []*Endpoint{as("10.0.0.1", "ns", "reviews"), func() *Endpoint { e := as("10.0.0.2", "ns", "reviews"); e.Health = Draining; return e }()}, EndpointsChanged, true},
+		{"an endpoint without account added", []*Endpoint{as("10.0.0.1", "ns", "reviews"), as("10.0.0.3", "", "")}, EndpointsChanged, true},
+		{"a new account", []*Endpoint{as("10.0.0.1", "ns", "reviews"), as("10.0.0.3", "ns", "reviews-v2")}, EndpointsChanged, false},
+		{"the same accounts, reordered", []*Endpoint{as("10.0.0.4", "ns", "reviews-v2"), as("10.0.0.5", "ns", "reviews")}, EndpointsChanged, true},
+		{"an account in another namespace", []*Endpoint{as("10.0.0.4", "ns", "reviews-v2"), as("10.0.0.5", "other", "reviews")}, EndpointsChanged, false},
+		{"an account goes", []*Endpoint{as("10.0.0.4", "ns", "reviews-v2")}, EndpointsChanged, false},
+		{"every endpoint goes", nil, EndpointsChanged, false},
+		{"endpoints without accounts", []*Endpoint{as("10.0.0.6", "", "")}, EndpointsChanged, true},
+	} {
+		got = nil
+		if !s.Update(svc("a", grpc), st.eps) || len(got) != 1 {
+			t.Fatalf("%s: events %+v, want one", st.name, got)
+		}
+		if e := got[0]; e.Kind != st.kind || e.SameServiceAccounts != st.same {
+			t.Errorf("%s: %v with SameServiceAccounts %v, want %v with %v", st.name, e.Kind, e.SameServiceAccounts, st.kind, st.same)
+		}
+	}
+	// A deletion leaves the identities as they were only when there
+	// were none: the aggregate serves it as a change of endpoints when
+	// another source defines the service.
+	got = nil
+	s.Delete("a.ns.svc.cluster.local")
+	s.Update(svc("b", grpc), []*Endpoint{as("10.0.0.7", "ns", "b")})
+	s.Delete("b.ns.svc.cluster.local")
+	if len(got) != 3 || !got[0].SameServiceAccounts || got[2].SameServiceAccounts {
+		t.Errorf("deletions: %+v, want the first (no accounts) to keep them, the last (one account) not", got)
+	}
+}

@@ -83,14 +83,19 @@ func TestRequestAddMerge(t *testing.T) {
 	}
 }
 
-// TestRequestKeys: a service change touches its definition, its endpoints
-// and its namespace's set of services; an endpoints change its endpoints
-// alone; a configuration change its key; merging and cloning keep them.
+// TestRequestKeys: a service change touches its definition, its
+// endpoints, their identities and its namespace's set of services; an
+// endpoints change its endpoints, and their identities unless the event
+// says they stayed the same; a configuration change its key; merging and
+// cloning keep them.
 func TestRequestKeys(t *testing.T) {
 	var r, o, m Request
 	r.Add(model.Event{Kind: model.ServiceChanged, Hostname: "a.ns1", Namespace: "ns1"}, time.Unix(1, 0))
 	r.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "b.ns2", Namespace: "ns2"}, time.Unix(1, 0))
+	r.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "d.ns2", Namespace: "ns2", SameServiceAccounts: true}, time.Unix(1, 0))
 	o.Add(model.Event{Kind: model.ServiceDeleted, Hostname: "c.ns3", Namespace: "ns3"}, time.Unix(1, 0))
+	o.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "e.ns3", Namespace: "ns3"}, time.Unix(1, 0))
+	o.Add(model.Event{Kind: model.EndpointsChanged, Hostname: "f.ns3", Namespace: "ns3", SameServiceAccounts: true}, time.Unix(1, 0))
 	m.Add(model.Event{Kind: model.ConfigChanged, Config: model.MeshRetryKey}, time.Unix(1, 0))
 	if m.IsEmpty() {
 		t.Error("a request of a configuration change is empty")
@@ -103,9 +108,33 @@ func TestRequestKeys(t *testing.T) {
 	var got []string
 	c.Keys(func(k model.ConfigKey) { got = append(got, k.String()) })
 	slices.Sort(got)
-	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "MeshConfig/defaultHttpRetryPolicy", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3"}
+	want := []string{"Endpoints/a.ns1", "Endpoints/b.ns2", "Endpoints/c.ns3", "Endpoints/d.ns2", "Endpoints/e.ns3", "Endpoints/f.ns3",
+		"MeshConfig/defaultHttpRetryPolicy", "Namespace/ns1", "Namespace/ns3", "Service/a.ns1", "Service/c.ns3",
+		"ServiceAccounts/a.ns1", "ServiceAccounts/b.ns2", "ServiceAccounts/c.ns3", "ServiceAccounts/e.ns3"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("keys %v, want %v", got, want)
+	}
+}
+
+// TestServiceChangeCoversIdentities: once a service change of a host is
+// merged, its identities are the service change's, and the host leaves
+// ServiceAccounts as it leaves EndpointsOnly, whatever the order.
+func TestServiceChangeCoversIdentities(t *testing.T) {
+	epEv := model.Event{Kind: model.EndpointsChanged, Hostname: "a.ns", Namespace: "ns"}
+	svcEv := model.Event{Kind: model.ServiceChanged, Hostname: "a.ns", Namespace: "ns"}
+	var added Request
+	added.Add(epEv, time.Unix(1, 0))
+	added.Add(svcEv, time.Unix(2, 0))
+	added.Add(epEv, time.Unix(3, 0))
+	var merged, svc Request
+	merged.Add(epEv, time.Unix(1, 0))
+	svc.Add(svcEv, time.Unix(2, 0))
+	merged.Merge(svc)
+	for name, r := range map[string]Request{"added": added, "merged": merged} {
+		if len(r.ServiceAccounts) != 0 || len(r.EndpointsOnly) != 0 || len(r.Services) != 1 {
+			t.Errorf("%s: services %v, endpoints only %v, service accounts %v; want the service change alone",
+				name, r.Services, r.EndpointsOnly, r.ServiceAccounts)
+		}
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 // Request says what changed since the previous push.
 //
 // A hostname is in at most one of Services and EndpointsOnly: a service
-// change (definition, existence) includes its endpoints.
+// change (definition, existence) includes its endpoints and their
+// identities. ServiceAccounts is a part of EndpointsOnly.
 type Request struct {
 	// Full: anything may have changed; regenerate everything.
 	Full bool
@@ -24,6 +25,10 @@ type Request struct {
 	// only their ClusterLoadAssignments are regenerated and sent, and only
 	// to the clients subscribed to them.
 	EndpointsOnly map[model.Hostname]struct{}
+	// ServiceAccounts are the hostnames of EndpointsOnly whose endpoints'
+	// identities may have changed too (model.KindServiceAccounts): what
+	// verifies them (ISTIO_MUTUAL clusters) is regenerated as well.
+	ServiceAccounts map[model.Hostname]struct{}
 	// Namespaces are the namespaces of the services in Services, whose
 	// set of services changed (model.KindNamespace).
 	Namespaces map[string]struct{}
@@ -63,12 +68,16 @@ func (r *Request) Add(ev model.Event, t time.Time) {
 			r.EndpointsOnly = map[model.Hostname]struct{}{}
 		}
 		r.EndpointsOnly[ev.Hostname] = struct{}{}
+		if !ev.SameServiceAccounts {
+			r.addServiceAccounts(ev.Hostname)
+		}
 	default: // ServiceChanged, ServiceDeleted, and anything unknown
 		if r.Services == nil {
 			r.Services = map[model.Hostname]struct{}{}
 		}
 		r.Services[ev.Hostname] = struct{}{}
 		delete(r.EndpointsOnly, ev.Hostname)
+		delete(r.ServiceAccounts, ev.Hostname)
 		if ev.Namespace != "" {
 			if r.Namespaces == nil {
 				r.Namespaces = map[string]struct{}{}
@@ -91,6 +100,7 @@ func (r *Request) Merge(o Request) {
 		}
 		r.Services[h] = struct{}{}
 		delete(r.EndpointsOnly, h)
+		delete(r.ServiceAccounts, h)
 	}
 	for h := range o.EndpointsOnly {
 		if _, ok := r.Services[h]; ok {
@@ -100,6 +110,9 @@ func (r *Request) Merge(o Request) {
 			r.EndpointsOnly = map[model.Hostname]struct{}{}
 		}
 		r.EndpointsOnly[h] = struct{}{}
+		if _, ok := o.ServiceAccounts[h]; ok {
+			r.addServiceAccounts(h)
+		}
 	}
 	for ns := range o.Namespaces {
 		if r.Namespaces == nil {
@@ -110,6 +123,13 @@ func (r *Request) Merge(o Request) {
 	for k := range o.Configs {
 		r.addConfig(k)
 	}
+}
+
+func (r *Request) addServiceAccounts(h model.Hostname) {
+	if r.ServiceAccounts == nil {
+		r.ServiceAccounts = map[model.Hostname]struct{}{}
+	}
+	r.ServiceAccounts[h] = struct{}{}
 }
 
 func (r *Request) addConfig(k model.ConfigKey) {
@@ -123,22 +143,28 @@ func (r *Request) addConfig(k model.ConfigKey) {
 func (r Request) Clone() Request {
 	r.Services = maps.Clone(r.Services)
 	r.EndpointsOnly = maps.Clone(r.EndpointsOnly)
+	r.ServiceAccounts = maps.Clone(r.ServiceAccounts)
 	r.Namespaces = maps.Clone(r.Namespaces)
 	r.Configs = maps.Clone(r.Configs)
 	return r
 }
 
 // Keys calls yield with every model key the request changed: a service
-// change touches its definition, its endpoints and its namespace's set of
-// services, an endpoints-only change its endpoints alone. A Full request names no key: everything
-// changed.
+// change touches its definition, its endpoints, their identities and its
+// namespace's set of services, an endpoints-only change its endpoints
+// alone, and their identities when those may have changed. A Full
+// request names no key: everything changed.
 func (r *Request) Keys(yield func(model.ConfigKey)) {
 	for h := range r.Services {
 		yield(model.ServiceKey(h))
 		yield(model.EndpointsKey(h))
+		yield(model.ServiceAccountsKey(h))
 	}
 	for h := range r.EndpointsOnly {
 		yield(model.EndpointsKey(h))
+	}
+	for h := range r.ServiceAccounts {
+		yield(model.ServiceAccountsKey(h))
 	}
 	for ns := range r.Namespaces {
 		yield(model.NamespaceKey(ns))

@@ -7,7 +7,8 @@
 // listed in generators) builds resources from the model, following the
 // naming contract of DESIGN.md. Given a client and a name it returns the
 // resource, the model keys it read (model.ConfigKey: a service's
-// definition, a service's endpoints, a namespace's set of services, the
+// definition, a service's endpoints, their identities, a namespace's set
+// of services, the
 // mesh settings, the DestinationRules of a host) and
 // the facts about the client it
 // depends on (Vary). A new type is one file and one line in generators.
@@ -63,8 +64,11 @@
 //     to the client's namespace) sets its traffic
 //     policy (policy.go: load balancing, consistent hash, circuit breaker,
 //     outlier detection; tls.go: TLS, from certificate provider instances
-//     for gRPC clients, from the agent's SDS for Envoy; what gRPC clients
-//     cannot honour they get otherwise, varying by kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
+//     for gRPC clients, from the agent's SDS for Envoy, ISTIO_MUTUAL
+//     verifying the SPIFFE names of the endpoints' service accounts, so
+//     depending on model.ServiceAccountsKey and not on the endpoints;
+//     what gRPC clients cannot honour they get otherwise, varying by
+//     kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
 //     model.DestinationRuleKeys(host) (its own and those of the wildcard
 //     hosts that could match it), and varies by namespace when rules of

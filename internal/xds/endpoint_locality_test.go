@@ -118,16 +118,7 @@ func TestMeshPartsWakeOnlyTheirReaders(t *testing.T) {
 		mesh.p.Store(settings)
 		before := len(ts.logs.String())
 		ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: key}))
-		deadline := time.Now().Add(wait)
-		for !strings.Contains(ts.logs.String()[before:], "watches=") {
-			if time.Now().After(deadline) {
-				t.Fatalf("no push of %v logged", key)
-			}
-			time.Sleep(5 * time.Millisecond) // polling
-		}
-		if log := ts.logs.String()[before:]; !strings.Contains(log, fmt.Sprintf("watches=%d ", watches)) {
-			t.Errorf("a change of %v woke other than %d watches:\n%s", key, watches, log)
-		}
+		checkPushWoke(t, ts, before, "a change of "+key.String(), watches)
 	}
 
 	change(model.MeshLocalityLBKey, func(m *model.MeshSettings) {

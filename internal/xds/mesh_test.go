@@ -167,6 +167,20 @@ func TestGRPCMeshRetryOff(t *testing.T) {
 	}
 }
 
+// clusterSANs lists, comma-separated, the subject alt names a gRPC
+// client's cluster verifies (an error's text when it has no TLS).
+func clusterSANs(c *xdstest.TestClient, name string) string {
+	var out []string
+	ctx := &tlsv3.UpstreamTlsContext{}
+	if err := c.Cluster(name).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
+		return err.Error()
+	}
+	for _, m := range ctx.GetCommonTlsContext().GetValidationContext().GetMatchSubjectAltNames() {
+		out = append(out, m.GetExact())
+	}
+	return strings.Join(out, ",")
+}
+
 // TestTrustDomainChangeWakesOnlyTLSClusters: a change of the trust
 // domain regenerates the clusters that verify mesh identities
 // (ISTIO_MUTUAL) and nothing else: a client holding the service's route
@@ -186,17 +200,7 @@ func TestTrustDomainChangeWakesOnlyTLSClusters(t *testing.T) {
 	_, eds := reviewsReaders(t, ts, model.MeshRetryKey, model.EndpointsKey(host))
 	cds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("cds", "default"), AutoACK: true, Wait: wait})
 	cds.Subscribe(ClusterType, reviews)
-	sans := func() string {
-		var out []string
-		ctx := &tlsv3.UpstreamTlsContext{}
-		if err := cds.Cluster(reviews).GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
-			return err.Error()
-		}
-		for _, m := range ctx.GetCommonTlsContext().GetValidationContext().GetMatchSubjectAltNames() {
-			out = append(out, m.GetExact())
-		}
-		return strings.Join(out, ",")
-	}
+	sans := func() string { return clusterSANs(cds, reviews) }
 	cds.WaitUntil("the cluster verifying reviews' identity", func() bool {
 		return cds.Cluster(reviews) != nil && sans() == "spiffe://cluster.local/ns/default/sa/reviews"
 	})

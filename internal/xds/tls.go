@@ -55,7 +55,10 @@ func (g *clusterGenerator) applyTLS(cl *cluster.Cluster, t *model.ClientTLS, c *
 	}
 	sans := t.SubjectAltNames
 	if t.Mode == model.TLSIstioMutual && len(sans) == 0 {
-		deps = append(deps, model.EndpointsKey(svc.Hostname), model.MeshTrustDomainKey)
+		// The identities of the endpoints, not the endpoints: endpoints
+		// coming and going under the same service accounts leave the
+		// cluster as it is.
+		deps = append(deps, model.ServiceAccountsKey(svc.Hostname), model.MeshTrustDomainKey)
 		sans = spiffeIdentities(g.Discovery, svc, g.mesh())
 	}
 	var ctx *tls.UpstreamTlsContext

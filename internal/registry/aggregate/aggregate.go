@@ -23,7 +23,9 @@
 // the deleted definition was the served one (it moves to the next
 // source), EndpointsChanged if it was shadowed (only the union of
 // endpoints changed), and never ServiceDeleted. An event's NoEndpoints
-// says that the aggregate, not the source, serves no endpoint for it.
+// says that the aggregate, not the source, serves no endpoint for it. Its
+// SameServiceAccounts is the source's: the identities of a union change
+// only when those of a part do.
 //
 // The aggregate holds no copy of the model: every read asks the sources,
 // and with a single source it is that source.

@@ -241,12 +241,68 @@ func (r *recorder) add(ev model.Event) {
 	r.mu.Unlock()
 }
 
+// take returns the events so far without their SameServiceAccounts,
+// which TestIdentitiesOfTheUnion checks (takeAll).
 func (r *recorder) take() []model.Event {
+	out := r.takeAll()
+	for i := range out {
+		out[i].SameServiceAccounts = false
+	}
+	return out
+}
+
+func (r *recorder) takeAll() []model.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.events
 	r.events = nil
 	return out
+}
+
+// TestIdentitiesOfTheUnion: an event of the aggregate says the
+// identities of the served endpoints stayed the same only when those of
+// the source that changed did: the identities of a union change only
+// when those of a part do. A shadowed source's deletion changes them
+// when it had any.
+func TestIdentitiesOfTheUnion(t *testing.T) {
+	a, stores := newAggregate(t, nil, nil)
+	kube, entries := stores[0], stores[1]
+	rec := &recorder{}
+	a.AppendEventHandler(rec.add)
+	as := func(addr, sa string) *model.Endpoint {
+		e := endpoint(addr, "grpc", nil)
+		e.ServiceAccount = sa
+		return e
+	}
+	kube.Update(service("api", grpc8080), []*model.Endpoint{as("10.0.0.1", "api")})
+	entries.Update(service("api"), []*model.Endpoint{as("10.0.0.5", "vm")})
+	rec.takeAll()
+	for _, st := range []struct {
+		name string
+		do   func()
+		same bool
+	}{
+		{"kubernetes adds an endpoint of its account",
+			func() {
+				kube.Update(service("api", grpc8080), []*model.Endpoint{as("10.0.0.1", "api"), as("10.0.0.2", "api")})
+			}, true},
+		{"the other source moves its workload, same account",
+			func() { entries.Update(service("api"), []*model.Endpoint{as("10.0.0.6", "vm")}) }, true},
+		{"the other source's workload runs as another account",
+			func() { entries.Update(service("api"), []*model.Endpoint{as("10.0.0.6", "vm2")}) }, false},
+		{"kubernetes gets a new account",
+			func() {
+				kube.Update(service("api", grpc8080), []*model.Endpoint{as("10.0.0.1", "api"), as("10.0.0.2", "api2")})
+			}, false},
+		{"the other source's endpoints go, and their account",
+			func() { entries.Delete(host) }, false},
+	} {
+		st.do()
+		got := rec.takeAll()
+		if len(got) != 1 || got[0].Kind != model.EndpointsChanged || got[0].SameServiceAccounts != st.same {
+			t.Errorf("%s: events %+v, want EndpointsChanged with SameServiceAccounts %v", st.name, got, st.same)
+		}
+	}
 }
 
 func TestEventsSayWhatChangedInTheServedView(t *testing.T) {

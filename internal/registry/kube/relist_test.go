@@ -202,7 +202,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	})
 	got := map[model.Event]int{}
 	for _, ev := range settledEvents(t, rec, ns) {
-		ev.Observed = time.Time{}
+		ev.Observed, ev.SameServiceAccounts = time.Time{}, false
 		got[ev]++
 	}
 	want := map[model.Event]int{
