@@ -54,12 +54,16 @@ type Policies struct {
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards rules, current, byHost and root
+	mu sync.RWMutex // guards root, rules, naming, current, byHost and wildcards
 	// root is the root namespace in force.
 	root string
 	// rules holds each object's converted rule, by namespace/name: its
 	// last good version.
 	rules map[string]*model.DestinationRule
+	// naming holds the same rules per host or wildcard host, by
+	// namespace/name: what byHost is built from, so that a change costs
+	// the rules of the hosts it touches, not every rule.
+	naming map[model.Hostname]map[string]*model.DestinationRule
 	// current holds, by namespace/name, the objects whose latest version
 	// converted, with their status and reference: whether another rule
 	// shadows them decides what their status says.
@@ -78,6 +82,7 @@ func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 		reg:     reg,
 		opts:    opts,
 		rules:   map[string]*model.DestinationRule{},
+		naming:  map[model.Hostname]map[string]*model.DestinationRule{},
 		current: map[string]convertedRule{},
 		byHost:  map[model.Hostname]model.HostRules{},
 	}
@@ -143,19 +148,18 @@ func (p *Policies) reportShadowed(hosts []model.Hostname) {
 	}
 	var updates []update
 	p.mu.RLock()
-	for key, r := range p.rules {
-		if !slices.Contains(hosts, r.Host) {
-			continue
+	for _, h := range hosts {
+		for key, r := range p.naming[h] {
+			c, ok := p.current[key]
+			if !ok {
+				continue // refused on its own: its status says why
+			}
+			st := c.status
+			if w := p.byHost[h][r.Namespace]; w != nil && w.Name != r.Name {
+				st = configstatus.Refuse("spec.host", fmt.Sprintf("DestinationRule %s/%s, first by name, already applies to %s in this namespace", w.Namespace, w.Name, h))
+			}
+			updates = append(updates, update{c.ref, st})
 		}
-		c, ok := p.current[key]
-		if !ok {
-			continue // refused on its own: its status says why
-		}
-		st := c.status
-		if w := p.byHost[r.Host][r.Namespace]; w != nil && w.Name != r.Name {
-			st = configstatus.Refuse("spec.host", fmt.Sprintf("DestinationRule %s/%s, first by name, already applies to %s in this namespace", w.Namespace, w.Name, r.Host))
-		}
-		updates = append(updates, update{c.ref, st})
 	}
 	p.mu.RUnlock()
 	for _, u := range updates {
@@ -178,10 +182,15 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 	var hosts []model.Hostname
 	if old := p.rules[key]; old != nil {
 		hosts = append(hosts, old.Host)
+		delete(p.naming[old.Host], key)
 	}
 	if rule != nil {
 		p.rules[key] = rule
 		hosts = append(hosts, rule.Host)
+		if p.naming[rule.Host] == nil {
+			p.naming[rule.Host] = map[string]*model.DestinationRule{}
+		}
+		p.naming[rule.Host][key] = rule
 	} else {
 		delete(p.rules, key)
 	}
@@ -192,18 +201,16 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 	return hosts
 }
 
-// reindex rebuilds the rules of one host from rules.
+// reindex rebuilds the rules of one host from naming.
 func (p *Policies) reindex(h model.Hostname) {
 	byNS := model.HostRules{}
-	for _, r := range p.rules {
-		if r.Host != h {
-			continue
-		}
+	for _, r := range p.naming[h] {
 		byNS.Add(r)
 	}
 	_, had := p.byHost[h]
 	if len(byNS) == 0 {
 		delete(p.byHost, h)
+		delete(p.naming, h)
 	} else {
 		p.byHost[h] = byNS
 	}
@@ -230,14 +237,20 @@ func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, cli
 func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	for h, rules := range p.byHost {
-		if h != host && !model.WildcardMatches(h, host) {
-			continue
-		}
+	defines := func(rules model.HostRules) bool {
 		for _, r := range rules {
 			if r.Subset(subset) != nil {
 				return true
 			}
+		}
+		return false
+	}
+	if defines(p.byHost[host]) {
+		return true
+	}
+	for _, w := range p.wildcards {
+		if w != host && model.WildcardMatches(w, host) && defines(p.byHost[w]) {
+			return true
 		}
 	}
 	return false

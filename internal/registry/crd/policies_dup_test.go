@@ -19,7 +19,7 @@ import (
 // no duplicate. A subset without labels is refused and its last good
 // version stays.
 func TestPoliciesDuplicateHost(t *testing.T) {
-	store := &ruleStore{rules: map[string]*networkingv1.DestinationRule{}}
+	store := newRuleStore()
 	status := configstatus.NewReporter()
 	p := NewPolicies(store, PolicyOptions{Status: status, RootNamespace: "istio-system"})
 	const reviews = model.Hostname("reviews.ns.svc.cluster.local")
@@ -28,14 +28,6 @@ func TestPoliciesDuplicateHost(t *testing.T) {
 			Spec: apinetworking.DestinationRule{Host: string(reviews), Subsets: subsets}}
 	}
 	v1 := &apinetworking.Subset{Name: "v1", Labels: map[string]string{"version": "v1"}}
-	apply := func(ns, name string, dr *networkingv1.DestinationRule) {
-		if dr == nil {
-			delete(store.rules, ns+"/"+name)
-		} else {
-			store.rules[ns+"/"+name] = dr
-		}
-		store.handler(Event{Kind: DestinationRule, Namespace: ns, Name: name})
-	}
 	state := func(ns, name string) string {
 		st, ok := status.Get(configstatus.Ref{Kind: "DestinationRule", Namespace: ns, Name: name})
 		if !ok {
@@ -70,7 +62,7 @@ func TestPoliciesDuplicateHost(t *testing.T) {
 			map[string]string{"ns/a": "refused spec.subsets[1].name: subset \"v1\" is defined twice (spec.subsets[0])"}, "a"},
 		{"a goes: b applies", "ns", "a", nil, map[string]string{"ns/a": "none", "ns/b": "applied"}, "b"},
 	} {
-		apply(step.ns, step.name, step.dr)
+		store.apply(step.ns, step.name, step.dr)
 		for obj, want := range step.want {
 			ns, name, _ := strings.Cut(obj, "/")
 			if got := state(ns, name); !strings.HasPrefix(got, want) {

@@ -27,6 +27,21 @@ func (s *ruleStore) DestinationRule(namespace, name string) *networkingv1.Destin
 
 func (s *ruleStore) AppendEventHandler(h EventHandler) { s.handler = h }
 
+func newRuleStore() *ruleStore {
+	return &ruleStore{rules: map[string]*networkingv1.DestinationRule{}}
+}
+
+// apply puts dr in the store as namespace/name (nil: deletes it) and
+// tells the handler, as the registry does.
+func (s *ruleStore) apply(namespace, name string, dr *networkingv1.DestinationRule) {
+	if dr == nil {
+		delete(s.rules, namespace+"/"+name)
+	} else {
+		s.rules[namespace+"/"+name] = dr
+	}
+	s.handler(Event{Kind: DestinationRule, Namespace: namespace, Name: name})
+}
+
 // TestPoliciesRecordStatus: every DestinationRule's status is recorded as
 // it comes and goes; a refused update leaves the last good rule in force
 // and pushes nothing, and fixing it applies it again.

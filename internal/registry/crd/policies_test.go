@@ -100,7 +100,8 @@ func TestConvertDestinationRule(t *testing.T) {
 // first rule by name of a namespace wins, and the next takes over when it
 // goes.
 func TestPoliciesSetReportsHosts(t *testing.T) {
-	p := &Policies{opts: PolicyOptions{RootNamespace: "istio-system"}, root: "istio-system", rules: map[string]*model.DestinationRule{}, byHost: map[model.Hostname]model.HostRules{}}
+	p := &Policies{opts: PolicyOptions{RootNamespace: "istio-system"}, root: "istio-system", rules: map[string]*model.DestinationRule{},
+		naming: map[model.Hostname]map[string]*model.DestinationRule{}, byHost: map[model.Hostname]model.HostRules{}}
 	rule := func(name string, host model.Hostname) *model.DestinationRule {
 		return &model.DestinationRule{Namespace: "ns", Name: name, Host: host}
 	}
