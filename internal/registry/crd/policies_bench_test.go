@@ -50,3 +50,44 @@ func BenchmarkRuleChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRuleChangeWithRoutes is a rule change among n rules, each host
+// routed by a VirtualService naming one of its subsets, as serve runs
+// them: the VirtualServices naming a subset of the changed host are
+// checked again, and only those.
+func BenchmarkRuleChangeWithRoutes(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			store := newMemStore()
+			NewRoutes(store, RouteOptions{Policies: NewPolicies(store, PolicyOptions{}), Status: configstatus.NewReporter()})
+			rule := func(i int, version string) *networkingv1.DestinationRule {
+				return &networkingv1.DestinationRule{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("rule-%d", i)},
+					Spec: apinetworking.DestinationRule{Host: fmt.Sprintf("svc-%d", i), Subsets: []*apinetworking.Subset{
+						{Name: "v1", Labels: map[string]string{"version": "v1"}},
+						{Name: "v2", Labels: map[string]string{"version": version}},
+					}},
+				}
+			}
+			apply := func(dr *networkingv1.DestinationRule) {
+				store.drs[dr.Namespace+"/"+dr.Name] = dr
+				store.notify(DestinationRule, dr.Namespace, dr.Name)
+			}
+			for i := range n {
+				apply(rule(i, "v2"))
+				host := fmt.Sprintf("svc-%d", i)
+				store.applyVS(&networkingv1.VirtualService{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("route-%d", i)},
+					Spec: apinetworking.VirtualService{Hosts: []string{host}, Http: []*apinetworking.HTTPRoute{{
+						Route: []*apinetworking.HTTPRouteDestination{{Destination: &apinetworking.Destination{Host: host, Subset: "v1"}}},
+					}}},
+				})
+			}
+			changed := []*networkingv1.DestinationRule{rule(n/2, "v3"), rule(n/2, "v2")}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				apply(changed[i%2])
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package crd
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -96,16 +95,24 @@ func (r *Routes) onRuleChange(ev model.Event) {
 	}
 	changed := model.Hostname(ev.Config.Name)
 	r.mu.RLock()
-	users := map[string]bool{}
-	for h, byHost := range r.subsetUsers {
-		if h == changed || model.WildcardMatches(changed, h) {
-			for k := range byHost {
-				users[k] = true
+	var users []string
+	for k := range r.subsetUsers[changed] {
+		users = append(users, k)
+	}
+	if strings.HasPrefix(string(changed), "*") {
+		// Only a wildcard rule's change looks over every host: a
+		// host's own rule concerns the users of that host alone.
+		for h, byHost := range r.subsetUsers {
+			if h != changed && model.WildcardMatches(changed, h) {
+				for k := range byHost {
+					users = append(users, k)
+				}
 			}
 		}
 	}
 	r.mu.RUnlock()
-	for _, k := range slices.Sorted(maps.Keys(users)) {
+	slices.Sort(users)
+	for _, k := range slices.Compact(users) {
 		ns, name := splitKey(k)
 		r.update(ns, name)
 	}
