@@ -20,12 +20,23 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-var env *testenv.Env
-
-// The package's API server starts without Istio's CRDs: TestLateInstall
-// installs them while a registry runs, and is the only test here that
-// does, so that it sees them absent whatever the test order.
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+// ownAPIServer starts an API server for one test and stops it when the
+// test ends. TestLateInstall needs one without Istio's CRDs every time it
+// runs (-count, a rerun), and CRDs cannot be uninstalled and reinstalled
+// quickly: so the package has no shared server.
+func ownAPIServer(t *testing.T) *testenv.Env {
+	t.Helper()
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	return env
+}
 
 // notAvailable is the start of the line logged once without the CRDs.
 const notAvailable = "Istio traffic rules are not available"
@@ -81,7 +92,7 @@ func waitEvents(t *testing.T, rec *events, ns string, want ...Event) {
 // settle is how long a test waits to see that no further event follows.
 const settle = 500 * time.Millisecond
 
-func startRegistry(t *testing.T, opts Options) (*Registry, *events) {
+func startRegistry(t *testing.T, env *testenv.Env, opts Options) (*Registry, *events) {
 	t.Helper()
 	r, err := NewForConfig(env.Config, opts)
 	if err != nil {
@@ -130,11 +141,12 @@ func objects(ns, name string) (*networkingv1.DestinationRule, *networkingv1.Virt
 // the reads and the events; a registry limited to one namespace sees only
 // that namespace.
 func TestLateInstall(t *testing.T) {
+	env := ownAPIServer(t)
 	ctx := t.Context()
 	logs := testutil.NewLines()
-	all, allEvents := startRegistry(t, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	all, allEvents := startRegistry(t, env, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	nsA, nsB := env.Namespace(t, nil), env.Namespace(t, nil)
-	scoped, scopedEvents := startRegistry(t, Options{Namespaces: []string{nsA}, Logger: slog.New(slog.DiscardHandler)})
+	scoped, scopedEvents := startRegistry(t, env, Options{Namespaces: []string{nsA}, Logger: slog.New(slog.DiscardHandler)})
 
 	// Without the CRDs: synced at once, nothing watched, one log line.
 	testenv.Eventually(t, "synced without the CRDs", func() (bool, string) { return all.HasSynced() && scoped.HasSynced(), "" })
