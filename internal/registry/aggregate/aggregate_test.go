@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -386,16 +385,8 @@ func TestADefinitionMovesWhenTheServedOneIsDeleted(t *testing.T) {
 	}
 }
 
-// syncSource is a Store whose sync the test controls.
-type syncSource struct {
-	*model.Store
-	synced atomic.Bool
-}
-
-func (s *syncSource) HasSynced() bool { return s.synced.Load() }
-
 func TestSyncedWhenEverySourceIs(t *testing.T) {
-	s0, s1 := &syncSource{Store: model.NewStore()}, &syncSource{Store: model.NewStore()}
+	s0, s1 := newRemote(false), newRemote(false)
 	a, err := New(Options{Sources: []Source{{"s0", s0}, {"s1", s1}}})
 	if err != nil {
 		t.Fatal(err)
@@ -411,25 +402,7 @@ func TestSyncedWhenEverySourceIs(t *testing.T) {
 	}
 }
 
-// runSource is a source whose Run fails when told to, and records that
-// it stopped.
-type runSource struct {
-	*model.Store
-	fail    chan error
-	stopped atomic.Bool
-}
-
-func newRunSource() *runSource { return &runSource{Store: model.NewStore(), fail: make(chan error, 1)} }
-
-func (s *runSource) Run(ctx context.Context) error {
-	defer s.stopped.Store(true)
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-s.fail:
-		return err
-	}
-}
+func newRunSource() *remoteSource { return newRemote(true) }
 
 func TestRunEndsAtTheFirstErrorAndNamesItsSource(t *testing.T) {
 	kube, files := newRunSource(), newRunSource()

@@ -10,8 +10,8 @@ import (
 // lookup returns the served definition of a hostname and the index of the
 // source it comes from: the first source that defines it. It returns
 // (-1, nil) when none does.
-func (a *Controller) lookup(hostname model.Hostname) (int, *model.Service) {
-	for i, s := range a.sources {
+func (v *view) lookup(hostname model.Hostname) (int, *model.Service) {
+	for i, s := range v.sources {
 		if svc := s.Controller.GetService(hostname); svc != nil {
 			return i, svc
 		}
@@ -22,12 +22,16 @@ func (a *Controller) lookup(hostname model.Hostname) (int, *model.Service) {
 // Services lists every service, ordered by hostname, each hostname once
 // with its served definition.
 func (a *Controller) Services() []*model.Service {
-	if a.single != nil {
-		return a.single.Services()
+	return a.view.Load().services()
+}
+
+func (v *view) services() []*model.Service {
+	if v.single != nil {
+		return v.single.Services()
 	}
 	var all []*model.Service
 	nonEmpty := 0
-	for _, s := range a.sources {
+	for _, s := range v.sources {
 		if svcs := s.Controller.Services(); len(svcs) > 0 {
 			all = append(all, svcs...)
 			nonEmpty++
@@ -48,10 +52,11 @@ func (a *Controller) Services() []*model.Service {
 // GetService returns the served definition of a hostname (the first
 // source's), or nil.
 func (a *Controller) GetService(hostname model.Hostname) *model.Service {
-	if a.single != nil {
-		return a.single.GetService(hostname)
+	v := a.view.Load()
+	if v.single != nil {
+		return v.single.GetService(hostname)
 	}
-	_, svc := a.lookup(hostname)
+	_, svc := v.lookup(hostname)
 	return svc
 }
 
@@ -60,10 +65,11 @@ func (a *Controller) GetService(hostname model.Hostname) *model.Service {
 // that port's name, whose labels match selector, sorted by address and
 // port. The slice may be shared: do not modify it.
 func (a *Controller) Endpoints(hostname model.Hostname, port int32, selector model.Labels) []*model.Endpoint {
-	if a.single != nil {
-		return a.single.Endpoints(hostname, port, selector)
+	v := a.view.Load()
+	if v.single != nil {
+		return v.single.Endpoints(hostname, port, selector)
 	}
-	_, def := a.lookup(hostname)
+	_, def := v.lookup(hostname)
 	if def == nil {
 		return nil
 	}
@@ -71,28 +77,32 @@ func (a *Controller) Endpoints(hostname model.Hostname, port int32, selector mod
 	if !ok {
 		return nil
 	}
-	return a.union(hostname, p.Name, selector)
+	return v.union(hostname, p.Name, selector)
 }
 
 // EndpointsByPortName is Endpoints for the port of the served definition
 // with that name; nil when the definition has no such port.
 func (a *Controller) EndpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
-	if a.single != nil {
-		return a.single.EndpointsByPortName(hostname, portName, selector)
+	return a.view.Load().endpointsByPortName(hostname, portName, selector)
+}
+
+func (v *view) endpointsByPortName(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
+	if v.single != nil {
+		return v.single.EndpointsByPortName(hostname, portName, selector)
 	}
-	_, def := a.lookup(hostname)
+	_, def := v.lookup(hostname)
 	if def == nil || !slices.ContainsFunc(def.Ports, func(p model.Port) bool { return p.Name == portName }) {
 		return nil
 	}
-	return a.union(hostname, portName, selector)
+	return v.union(hostname, portName, selector)
 }
 
 // union merges the sources' endpoints of one port name. When one source
 // alone has some, its slice is returned as it is.
-func (a *Controller) union(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
+func (v *view) union(hostname model.Hostname, portName string, selector model.Labels) []*model.Endpoint {
 	var first []*model.Endpoint
 	var all []*model.Endpoint // set once a second source has endpoints
-	for _, s := range a.sources {
+	for _, s := range v.sources {
 		eps := s.Controller.EndpointsByPortName(hostname, portName, selector)
 		switch {
 		case len(eps) == 0:
@@ -122,7 +132,7 @@ func compareAddress(x, y *model.Endpoint) int {
 // first source that knows it (sources that implement
 // model.WorkloadLookup, in order), or nil.
 func (a *Controller) WorkloadByIP(ip string) *model.Workload {
-	for _, l := range a.lookups {
+	for _, l := range a.view.Load().lookups {
 		if w := l.WorkloadByIP(ip); w != nil {
 			return w
 		}
@@ -135,13 +145,14 @@ func (a *Controller) WorkloadByIP(ip string) *model.Workload {
 // registries: Len), its count; otherwise the served view is counted
 // service by service.
 func (a *Controller) Len() (services, endpoints int) {
-	if l, ok := a.single.(interface{ Len() (int, int) }); ok {
+	v := a.view.Load()
+	if l, ok := v.single.(interface{ Len() (int, int) }); ok {
 		return l.Len()
 	}
-	svcs := a.Services()
+	svcs := v.services()
 	for _, svc := range svcs {
 		for _, p := range svc.Ports {
-			endpoints += len(a.EndpointsByPortName(svc.Hostname, p.Name, nil))
+			endpoints += len(v.endpointsByPortName(svc.Hostname, p.Name, nil))
 		}
 	}
 	return len(svcs), endpoints

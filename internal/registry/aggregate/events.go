@@ -20,8 +20,8 @@ import "github.com/meshpilot/meshpilot/internal/model"
 //
 // NoEndpoints is whether the aggregate serves no endpoint for any port of
 // the service; always so for ServiceDeleted.
-func (a *Controller) translate(from int, ev model.Event) model.Event {
-	winner, def := a.lookup(ev.Hostname)
+func (v *view) translate(from int, ev model.Event) model.Event {
+	winner, def := v.lookup(ev.Hostname)
 	switch {
 	case def == nil:
 		ev.Kind = model.ServiceDeleted
@@ -36,15 +36,15 @@ func (a *Controller) translate(from int, ev model.Event) model.Event {
 	default:
 		ev.Kind = model.ServiceChanged
 	}
-	ev.NoEndpoints = !a.hasEndpoints(def)
+	ev.NoEndpoints = !v.hasEndpoints(def)
 	return ev
 }
 
 // hasEndpoints reports whether any source has an endpoint for a port of
 // the served definition def.
-func (a *Controller) hasEndpoints(def *model.Service) bool {
+func (v *view) hasEndpoints(def *model.Service) bool {
 	for _, p := range def.Ports {
-		for _, s := range a.sources {
+		for _, s := range v.sources {
 			if len(s.Controller.EndpointsByPortName(def.Hostname, p.Name, nil)) > 0 {
 				return true
 			}
