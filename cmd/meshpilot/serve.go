@@ -40,6 +40,7 @@ type serveFlags struct {
 	drainDuration      time.Duration
 	maxConnAge         time.Duration
 	maxConnAgeGrace    time.Duration
+	maxClients         int
 	meshConfig         string
 	systemNamespace    string
 }
@@ -87,6 +88,7 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.drainDuration, "drain-duration", 5*time.Second, "on SIGTERM, how long open xDS streams are still served (readiness fails, new streams are refused) before they are closed")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
+	fl.IntVar(&f.maxClients, "max-clients", 0, "most xDS streams this replica serves; beyond it a new stream is refused at once (RESOURCE_EXHAUSTED) so that the client reconnects to another replica; 0 means no cap")
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")
@@ -107,6 +109,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	// process at once.
 	context.AfterFunc(ctx, stop)
 
+	if f.maxClients < 0 {
+		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
+	}
 	if f.from != "" {
 		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace"} {
 			if cmd.Flags().Changed(name) {
@@ -211,6 +216,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		DrainDuration:         f.drainDuration,
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
+		MaxClients:            f.maxClients,
 		Metrics:               m,
 		Mesh:                  mesh,
 		Policies:              ps,

@@ -49,6 +49,7 @@ func TestFlagErrors(t *testing.T) {
 		`meshpilot: invalid -o "yaml": use text or json (see "meshpilot watch --help")` + "\n":                 {"watch", "-o", "yaml"},
 		`meshpilot: accepts at most 1 arg(s), received 2` + "\n":                                               {"watch", "pods", "svc"},
 		`meshpilot: --system-namespace applies to a cluster; with --from the folder is the only source` + "\n": {"serve", "--from", ".", "--system-namespace", "istio-system"},
+		`meshpilot: invalid --max-clients -1: use 0 (no cap) or more` + "\n":                                   {"serve", "--from", ".", "--max-clients", "-1"},
 		`meshpilot: reading the mesh config: open /nonexistent/mesh.yaml: no such file or directory` + "\n":    {"serve", "--from", ".", "--mesh-config", "/nonexistent/mesh.yaml"},
 	}
 	for want, args := range cases {

@@ -10,6 +10,9 @@
 // Names, all prefixed meshpilot_:
 //
 //	xds_clients{type}                      connected xDS streams, type "grpc" or "envoy"
+//	xds_refused_streams_total{reason}      new xDS streams refused at once: reason "not_ready"
+//	                                       (model not synced yet, or draining) or "max_clients"
+//	                                       (the replica serves --max-clients streams)
 //	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
 //	xds_nacks_total{type}                  responses rejected by clients
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
@@ -187,21 +190,45 @@ type ClientCounts func() (grpcClients, envoyClients int)
 // WatchClients adds the connected clients gauge, read from counts at each
 // scrape. Call it once.
 func (m *Metrics) WatchClients(counts ClientCounts) {
-	m.registry.MustRegister(&clientsCollector{counts: counts, desc: prometheus.NewDesc(
-		prometheus.BuildFQName(namespace, "xds", "clients"),
-		"Connected xDS streams, by type of client: grpc (proxyless gRPC) or envoy (everything else).",
-		[]string{"type"}, nil)})
+	m.registry.MustRegister(&labelledFunc{
+		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "xds", "clients"),
+			"Connected xDS streams, by type of client: grpc (proxyless gRPC) or envoy (everything else).",
+			[]string{"type"}, nil),
+		kind: prometheus.GaugeValue, labels: []string{"grpc", "envoy"},
+		values: func() []float64 { g, e := counts(); return []float64{float64(g), float64(e)} },
+	})
 }
 
-type clientsCollector struct {
-	counts ClientCounts
+// labelledFunc is a metric of one label whose values are read from a
+// function at each scrape: values()[i] is the value for labels[i].
+type labelledFunc struct {
 	desc   *prometheus.Desc
+	kind   prometheus.ValueType
+	labels []string
+	values func() []float64
 }
 
-func (c *clientsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *labelledFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *clientsCollector) Collect(ch chan<- prometheus.Metric) {
-	g, e := c.counts()
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(g), "grpc")
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e), "envoy")
+func (c *labelledFunc) Collect(ch chan<- prometheus.Metric) {
+	for i, v := range c.values() {
+		ch <- prometheus.MustNewConstMetric(c.desc, c.kind, v, c.labels[i])
+	}
+}
+
+// RefusedStreams is what the refused streams counter reads: new streams
+// refused because the server was not ready (or draining) and because it
+// served its maximum of clients.
+type RefusedStreams func() (notReady, maxClients uint64)
+
+// WatchRefusedStreams adds the refused streams counter, read from counts
+// at each scrape. Call it once.
+func (m *Metrics) WatchRefusedStreams(counts RefusedStreams) {
+	m.registry.MustRegister(&labelledFunc{
+		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "xds", "refused_streams_total"),
+			"New xDS streams refused at once, by reason: not_ready (the model is not synced yet, or the server is draining; Unavailable) or max_clients (the replica serves its --max-clients streams; ResourceExhausted).",
+			[]string{"reason"}, nil),
+		kind: prometheus.CounterValue, labels: []string{"not_ready", "max_clients"},
+		values: func() []float64 { n, m := counts(); return []float64{float64(n), float64(m)} },
+	})
 }

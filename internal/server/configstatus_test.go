@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -20,16 +18,7 @@ func TestConfigStatusShown(t *testing.T) {
 	s := start(t, Options{Sources: newRegistry().sources(), ConfigStatus: status})
 	read := func(path string) string {
 		t.Helper()
-		resp, err := http.Get("http://" + s.HTTPAddr() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+		return getBody(t, "http://"+s.HTTPAddr()+path)
 	}
 	for _, state := range []string{configstatus.StateRefused, configstatus.StateApplied} {
 		if state == configstatus.StateApplied {

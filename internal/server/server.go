@@ -60,6 +60,11 @@ type Options struct {
 	// xDS streams never end by themselves), so that clients reconnect and
 	// spread over replicas after a scale-out. Zero means no limit.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// MaxClients, when above zero, caps the xDS streams this replica
+	// serves: beyond it a new stream is refused at once with
+	// ResourceExhausted, so that the client reconnects through the Service
+	// to another replica. Zero means no cap.
+	MaxClients int
 	// Metrics receives the server's metrics; New makes a set when nil.
 	// Pass one to share it with the registry (kube.Options.QueueMetrics,
 	// OnInformerEvent).
@@ -148,11 +153,16 @@ func New(opts Options) (*Server, error) {
 		Policies:     policyIndex(opts.Policies),
 		Routes:       routeIndex(opts.Routes),
 		Ready:        s.ready,
+		MaxClients:   opts.MaxClients,
 		Logger:       opts.Logger,
 		Observer:     opts.Metrics,
 	})
 	s.metrics.WatchRegistry(registry.Len)
 	s.metrics.WatchClients(s.xds.ClientCounts)
+	s.metrics.WatchRefusedStreams(func() (notReady, maxClients uint64) {
+		r := s.xds.RefusedStreams()
+		return r.NotReady, r.MaxClients
+	})
 	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.AppendEventHandler(s.onEvent)

@@ -83,6 +83,21 @@ func get(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
+// getBody reads the body of a GET of url.
+func getBody(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
 func TestReadyzFollowsTheRegistry(t *testing.T) {
 	reg := newRegistry()
 	s := start(t, Options{Sources: reg.sources()})

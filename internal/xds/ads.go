@@ -79,11 +79,20 @@ func (s *Server) Register(g *grpc.Server) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, s.xds)
 }
 
+// open admits a new stream, or refuses it with a status the client gets
+// at once: Unavailable until the model is ready (and while draining),
+// ResourceExhausted beyond Options.MaxClients. The cap counts what
+// ClientCounts counts: ADS streams of both kinds and per-type streams.
+// REST-JSON requests are not streams, hold nothing between requests and
+// are not counted.
 func (s *Server) open(_ context.Context, id int64, delta bool) error {
 	if !s.ready() {
+		s.refused.notReady.Add(1)
 		return errNotReady
 	}
-	s.tracker.open(id, delta)
+	if !s.tracker.open(id, delta, s.opts.MaxClients) {
+		return s.refused.overCap(s.opts.MaxClients)
+	}
 	return nil
 }
 

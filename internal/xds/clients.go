@@ -206,10 +206,18 @@ func newClientTracker(o Observer) *clientTracker {
 	}
 }
 
-func (c *clientTracker) open(id int64, delta bool) {
+// open records a new stream, unless limit (when above zero) streams are
+// open already: the check and the insertion are one step, so concurrent
+// opens cannot overshoot the limit. A refused stream is not recorded, so
+// its close callback removes nothing.
+func (c *clientTracker) open(id int64, delta bool, limit int) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if limit > 0 && len(c.clients) >= limit {
+		return false
+	}
 	c.clients[streamKey{id, delta}] = &ClientInfo{Stream: id, Delta: delta, Connected: time.Now()}
-	c.mu.Unlock()
+	return true
 }
 
 func (c *clientTracker) close(id int64, delta bool) {

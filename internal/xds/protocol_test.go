@@ -417,6 +417,9 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	if err := openDelta(t, cc, envoyNode("early-delta")).ExpectEnd(wait); status.Code(err) != codes.Unavailable {
 		t.Fatalf("delta: got %v, want Unavailable", err)
 	}
+	if got := ts.RefusedStreams(); got.NotReady != 2 || got.MaxClients != 0 {
+		t.Fatalf("refused streams %+v, want 2 not ready", got)
+	}
 	hs := httptest.NewServer(ts.RESTHandler())
 	defer hs.Close()
 	resp, err := http.Post(hs.URL+"/v3/discovery:clusters", "application/json", strings.NewReader(`{}`))

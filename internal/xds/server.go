@@ -40,6 +40,10 @@ type Options struct {
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
 	Ready func() bool
+	// MaxClients, when above zero, caps the open xDS streams: a stream
+	// beyond it is refused at once with ResourceExhausted, so that the
+	// client retries through the Service and reaches another replica.
+	MaxClients int
 	// Logger receives NACKs and errors; slog.Default() when nil.
 	Logger *slog.Logger
 	// Observer, when set, is told of every response, ACK and NACK.
@@ -74,6 +78,8 @@ type Server struct {
 	prefix string
 	seq    atomic.Uint64
 	nacks  atomic.Uint64
+	// refused counts streams refused at open.
+	refused *refusals
 
 	// mu guards the cache and the watch index, and every watch's
 	// mutable fields: a push drops what changed and re-evaluates the
@@ -95,6 +101,7 @@ func NewServer(opts Options) *Server {
 		prefix:  versionPrefix(),
 		watches: newWatchIndex(),
 		tracker: newClientTracker(opts.Observer),
+		refused: &refusals{log: opts.Logger, every: refusalLogEvery},
 	}
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
@@ -160,6 +167,9 @@ func (s *Server) typeOf(url string) (int, bool) {
 
 // NACKs returns how many NACKs clients have sent.
 func (s *Server) NACKs() uint64 { return s.nacks.Load() }
+
+// RefusedStreams returns how many new streams were refused, by reason.
+func (s *Server) RefusedStreams() RefusedStreams { return s.refused.counts() }
 
 // Clients lists the connected xDS streams, ordered by node id, with their
 // per-type sync state.
