@@ -1,0 +1,190 @@
+package replicas_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshpilot/meshpilot/internal/replicas"
+	"github.com/meshpilot/meshpilot/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// period is short so that liveness (three periods) passes within a test,
+// long enough for renewals on a loaded machine.
+const period = 500 * time.Millisecond
+
+type replica struct {
+	pub     *replicas.Publisher
+	clients atomic.Int64
+	stop    func()
+}
+
+func start(t *testing.T, ns, name string, clients int) *replica {
+	t.Helper()
+	r := &replica{}
+	r.clients.Store(int64(clients))
+	pub, err := replicas.New(replicas.Options{Client: env.Client, Namespace: ns, Name: name, Period: period,
+		Clients: func() int { return int(r.clients.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pub = pub
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); pub.Run(ctx) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(r.stop)
+	return r
+}
+
+func describe(v replicas.View) string {
+	s := fmt.Sprintf("reachable=%v total=%d stale=%v live=", v.Reachable, v.Total, v.Stale)
+	for _, r := range v.Live {
+		s += fmt.Sprintf("%s:%d ", r.Name, r.Clients)
+	}
+	return s
+}
+
+func counts(v replicas.View) map[string]int {
+	m := map[string]int{}
+	for _, r := range v.Live {
+		m[r.Name] = r.Clients
+	}
+	return m
+}
+
+// peerLease writes a replica's Lease as another process would, labelled
+// as the publishers label theirs.
+func peerLease(t *testing.T, ns, name string, clients int, renewed time.Time) {
+	t.Helper()
+	holder := name
+	rt := metav1.NewMicroTime(renewed)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"app.kubernetes.io/name": "meshpilot", "app.kubernetes.io/component": "replica-clients"},
+			Annotations: map[string]string{replicas.ClientsAnnotation: fmt.Sprint(clients)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &rt},
+	}
+	if _, err := env.Client.CoordinationV1().Leases(ns).Create(context.Background(), l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplicasSeeEachOther: two publishers see each other's counts and
+// their changes; a Lease that is not renewed stops counting after three
+// periods; a stopped replica deletes its Lease and drops out at once;
+// a Lease of the namespace without the labels (a leader election) is
+// never read.
+func TestReplicasSeeEachOther(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	a := start(t, ns, "meshpilot-a", 30)
+	b := start(t, ns, "meshpilot-b", 10)
+	unlabelled := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "some-leader-election"}}
+	if _, err := env.Client.CoordinationV1().Leases(ns).Create(context.Background(), unlabelled, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, r := range []*replica{a, b} {
+		testenv.Eventually(t, "both counts", func() (bool, string) {
+			v := r.pub.View()
+			c := counts(v)
+			return v.Reachable && len(c) == 2 && c["meshpilot-a"] == 30 && c["meshpilot-b"] == 10 && v.FairShare() == 20, describe(v)
+		})
+	}
+	if got := replicas.Excess(30, a.pub.View(), 0.2); got != 6 {
+		t.Errorf("a's excess with 30 of 40 over two replicas: %d, want 6", got)
+	}
+
+	b.clients.Store(50)
+	testenv.Eventually(t, "b's new count at a", func() (bool, string) {
+		v := a.pub.View()
+		return counts(v)["meshpilot-b"] == 50 && v.Total == 80, describe(v)
+	})
+
+	// A peer that renewed once and then died: live at first, stale
+	// after three periods without renewal, never a share-taker again.
+	peerLease(t, ns, "meshpilot-crashed", 40, time.Now())
+	testenv.Eventually(t, "the crashed peer counted while fresh", func() (bool, string) {
+		v := a.pub.View()
+		return len(v.Live) == 3 && v.Total == 120, describe(v)
+	})
+	testenv.Eventually(t, "the crashed peer stale", func() (bool, string) {
+		v := a.pub.View()
+		return len(v.Live) == 2 && v.Total == 80 && len(v.Stale) == 1 && v.Stale[0] == "meshpilot-crashed", describe(v)
+	})
+
+	b.stop()
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(context.Background(), "meshpilot-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("b's Lease after it stopped: %v, want NotFound", err)
+	}
+	testenv.Eventually(t, "b gone at a", func() (bool, string) {
+		v := a.pub.View()
+		c := counts(v)
+		return len(c) == 1 && c["meshpilot-a"] == 30 && v.Total == 30, describe(v)
+	})
+}
+
+// TestOutOfReach: a replica that cannot reach the API server says so and
+// keeps counting its peers as they were, well past the liveness window,
+// so it never sheds on a blind view; it renews again when the API server
+// is back. It stops the package's API server, so it runs alone.
+func TestOutOfReach(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	a := start(t, ns, "meshpilot-a", 90)
+	start(t, ns, "meshpilot-b", 10)
+	testenv.Eventually(t, "both counts", func() (bool, string) {
+		v := a.pub.View()
+		return v.Reachable && len(v.Live) == 2, describe(v)
+	})
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			env.StartAPIServer()
+		}
+	}()
+	testenv.Eventually(t, "a out of reach", func() (bool, string) {
+		v := a.pub.View()
+		return !v.Reachable, describe(v)
+	})
+	// Past the liveness window, measured from the last contact, the peer
+	// still counts: the replica does not take its own blindness for the
+	// peer's death.
+	deadline := time.Now().Add(4 * 3 * period)
+	for time.Now().Before(deadline) {
+		v := a.pub.View()
+		if v.Reachable {
+			break // the API server cannot be back: fail below
+		}
+		if len(v.Live) != 2 || v.Total != 100 {
+			t.Fatalf("out of reach, the view changed: %s", describe(v))
+		}
+		if got := replicas.Excess(90, v, 0.2); got != 0 {
+			t.Fatalf("out of reach, a would shed %d", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	testenv.Eventually(t, "a renews again and sees b", func() (bool, string) {
+		v := a.pub.View()
+		return v.Reachable && len(v.Live) == 2 && v.Total == 100, describe(v)
+	})
+}

@@ -1,0 +1,78 @@
+// Package replicas lets the replicas of one Deployment see how many xDS
+// clients each of them holds: each publishes its count in a Lease of its
+// own namespace and reads everyone's, so that a replica can tell its fair
+// share of the clients (total / live replicas) from its own count.
+package replicas
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Replica is what one replica's Lease says.
+type Replica struct {
+	Name    string
+	Clients int
+	Renewed time.Time
+}
+
+// View is the replicas' counts as one replica sees them at one time.
+type View struct {
+	// Live are the replicas whose Lease was renewed within the liveness
+	// window, by name; Stale the names of the others, which count for
+	// nothing (a crashed replica's clients have reconnected elsewhere).
+	Live  []Replica
+	Stale []string
+	// Total is the sum of the live replicas' clients.
+	Total int
+	// Reachable is false when this replica could not renew its own Lease
+	// at its last try: the view is then the last one it could trust, and
+	// shedding is off (a replica cut off from the API server cannot tell
+	// a dead peer from its own blindness).
+	Reachable bool
+}
+
+// FairShare is the clients each live replica would hold if they were
+// spread evenly; 0 with no live replica.
+func (v View) FairShare() float64 {
+	if len(v.Live) == 0 {
+		return 0
+	}
+	return float64(v.Total) / float64(len(v.Live))
+}
+
+// Compute builds the view at now from the Leases read: a Lease renewed
+// more than ttl before now (or never) is stale.
+func Compute(leases []Replica, now time.Time, ttl time.Duration) View {
+	var v View
+	for _, r := range leases {
+		if r.Renewed.IsZero() || now.Sub(r.Renewed) > ttl {
+			v.Stale = append(v.Stale, r.Name)
+			continue
+		}
+		v.Live = append(v.Live, r)
+		v.Total += r.Clients
+	}
+	sort.Slice(v.Live, func(i, j int) bool { return v.Live[i].Name < v.Live[j].Name })
+	sort.Strings(v.Stale)
+	return v
+}
+
+// Excess is how many of its clients a replica holding mine should let
+// go: those above fair share × (1 + tolerance), rounded up to whole
+// streams. It is 0 when the view cannot be trusted, when this replica
+// is the only live one, or within the tolerance; the tolerance keeps
+// replicas from passing clients back and forth over a handful of
+// streams.
+func Excess(mine int, v View, tolerance float64) int {
+	if !v.Reachable || len(v.Live) < 2 || tolerance < 0 {
+		return 0
+	}
+	limit := v.FairShare() * (1 + tolerance)
+	over := float64(mine) - limit
+	if over <= 0 {
+		return 0
+	}
+	return int(math.Ceil(over - 1e-9))
+}

@@ -1,0 +1,134 @@
+package replicas
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestComputeAndExcess(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ttl := 15 * time.Second
+	fresh, old := now.Add(-2*time.Second), now.Add(-16*time.Second)
+	rep := func(name string, clients int, renewed time.Time) Replica {
+		return Replica{Name: name, Clients: clients, Renewed: renewed}
+	}
+	tests := []struct {
+		name      string
+		leases    []Replica
+		reachable bool
+		mine      int
+		tolerance float64
+		wantLive  []string
+		wantStale []string
+		wantFair  float64
+		wantShed  int
+	}{
+		{name: "alone: nothing to shed", leases: []Replica{rep("a", 100, fresh)}, reachable: true,
+			mine: 100, tolerance: 0.2, wantLive: []string{"a"}, wantFair: 100},
+		{name: "even within tolerance", reachable: true, mine: 55, tolerance: 0.2,
+			leases:   []Replica{rep("a", 55, fresh), rep("b", 45, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 50},
+		{name: "exactly at the limit sheds nothing", reachable: true, mine: 60, tolerance: 0.2,
+			leases:   []Replica{rep("a", 60, fresh), rep("b", 40, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 50},
+		{name: "after a restart the old replica sheds down to share plus tolerance", reachable: true,
+			mine: 90, tolerance: 0.2, leases: []Replica{rep("a", 90, fresh), rep("b", 0, fresh), rep("c", 90, fresh)},
+			wantLive: []string{"a", "b", "c"}, wantFair: 60, wantShed: 18},
+		{name: "a fraction over rounds up to one stream", reachable: true, mine: 7, tolerance: 0.2,
+			leases:   []Replica{rep("a", 7, fresh), rep("b", 3, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 5, wantShed: 1},
+		{name: "zero tolerance", reachable: true, mine: 6, tolerance: 0,
+			leases:   []Replica{rep("a", 6, fresh), rep("b", 4, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 5, wantShed: 1},
+		{name: "a stale replica counts for nothing", reachable: true, mine: 50, tolerance: 0.2,
+			leases:   []Replica{rep("a", 50, fresh), rep("b", 50, fresh), rep("gone", 500, old)},
+			wantLive: []string{"a", "b"}, wantStale: []string{"gone"}, wantFair: 50},
+		{name: "a never renewed Lease is stale", reachable: true, mine: 10, tolerance: 0.2,
+			leases:   []Replica{rep("a", 10, fresh), rep("new", 0, time.Time{})},
+			wantLive: []string{"a"}, wantStale: []string{"new"}, wantFair: 10},
+		{name: "out of reach of the API server: never sheds", reachable: false, mine: 90, tolerance: 0.2,
+			leases:   []Replica{rep("a", 90, fresh), rep("b", 0, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 45},
+		{name: "own count moved since the Lease: the live count decides", reachable: true, mine: 80, tolerance: 0.2,
+			leases:   []Replica{rep("a", 50, fresh), rep("b", 50, fresh)},
+			wantLive: []string{"a", "b"}, wantFair: 50, wantShed: 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Compute(tt.leases, now, ttl)
+			v.Reachable = tt.reachable
+			var live []string
+			for _, r := range v.Live {
+				live = append(live, r.Name)
+			}
+			if !reflect.DeepEqual(live, tt.wantLive) || !reflect.DeepEqual(v.Stale, tt.wantStale) {
+				t.Errorf("live %v stale %v, want %v and %v", live, v.Stale, tt.wantLive, tt.wantStale)
+			}
+			if got := v.FairShare(); got != tt.wantFair {
+				t.Errorf("fair share %v, want %v", got, tt.wantFair)
+			}
+			if got := Excess(tt.mine, v, tt.tolerance); got != tt.wantShed {
+				t.Errorf("excess %d, want %d", got, tt.wantShed)
+			}
+		})
+	}
+}
+
+func TestToShed(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	streams := []Stream{
+		{ID: 1, Opened: ago(time.Minute)},
+		{ID: 2, Opened: ago(10 * time.Second)}, // just accepted
+		{ID: 3, Opened: ago(time.Hour)},
+		{ID: 4, Opened: ago(30 * time.Second)}, // exactly the minimum age
+		{ID: 5, Opened: ago(time.Hour)},
+	}
+	tests := []struct {
+		name string
+		n    int
+		want []int64
+	}{
+		{name: "none asked", n: 0},
+		{name: "the oldest first, ties by id", n: 2, want: []int64{3, 5}},
+		{name: "never one just accepted", n: 10, want: []int64{3, 5, 1, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ToShed(streams, tt.n, now, 30*time.Second)
+			if len(got) == 0 && len(tt.want) == 0 {
+				return
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ToShed(%d) = %v, want %v", tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBudget(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64
+		elapsed  time.Duration
+		carry    float64
+		wantN    int
+		wantLeft float64
+	}{
+		{name: "a second at 2/s", rate: 2, elapsed: time.Second, wantN: 2},
+		{name: "a quarter second at 2/s carries half a stream", rate: 2, elapsed: 250 * time.Millisecond, wantLeft: 0.5},
+		{name: "the carry completes a stream", rate: 2, elapsed: 250 * time.Millisecond, carry: 0.5, wantN: 1},
+		{name: "a long pause saves no burst", rate: 2, elapsed: time.Minute, wantN: 3},
+		{name: "rate 0 sheds nothing", rate: 0, elapsed: time.Second},
+		{name: "a slow rate", rate: 0.5, elapsed: time.Second, wantLeft: 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, left := Budget(tt.rate, tt.elapsed, tt.carry)
+			if n != tt.wantN || left != tt.wantLeft {
+				t.Errorf("Budget = %d, %v; want %d, %v", n, left, tt.wantN, tt.wantLeft)
+			}
+		})
+	}
+}
