@@ -346,6 +346,10 @@ func (h *Health) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown health %q", b)
 }
 
+// DefaultClusterID is the local cluster's ID when none is given, Istio's
+// default (--cluster-id, CLUSTER_ID).
+const DefaultClusterID = "Kubernetes"
+
 // Endpoint is one address and port serving one port of a service.
 type Endpoint struct {
 	Address string `json:"address"`
@@ -367,6 +371,12 @@ type Endpoint struct {
 	// network), kept for multi-network routing, which meshpilot does not
 	// do yet.
 	Network string `json:"network,omitempty"`
+	// ClusterID is the cluster whose registry found the endpoint (a remote
+	// cluster's ID); empty means the local cluster, whatever its ID
+	// (--cluster-id). The local Kubernetes registry, files and
+	// ServiceEntries leave it empty, so that the local ID can change
+	// without rebuilding their endpoints.
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // Equal reports whether two endpoints carry the same content.
@@ -377,7 +387,8 @@ func (e *Endpoint) Equal(o *Endpoint) bool {
 	return e.Address == o.Address && e.Port == o.Port && e.ServicePortName == o.ServicePortName &&
 		maps.Equal(e.Labels, o.Labels) && e.Locality == o.Locality && e.Health == o.Health &&
 		e.Namespace == o.Namespace && e.PodName == o.PodName && e.NodeName == o.NodeName &&
-		e.ServiceAccount == o.ServiceAccount && e.Weight == o.Weight && e.Network == o.Network
+		e.ServiceAccount == o.ServiceAccount && e.Weight == o.Weight && e.Network == o.Network &&
+		e.ClusterID == o.ClusterID
 }
 
 // Workload is what runs behind an IP address (a Kubernetes Pod).

@@ -103,6 +103,35 @@ func TestServiceEqual(t *testing.T) {
 	}
 }
 
+// TestEndpointEqual: every field that changes what clients get makes two
+// endpoints differ, the cluster ID too (the same address in two clusters
+// is two endpoints, and its cluster decides who gets it).
+func TestEndpointEqual(t *testing.T) {
+	base := func() *Endpoint {
+		return &Endpoint{Address: "10.0.0.1", Port: 8080, ServicePortName: "grpc", Health: Healthy}
+	}
+	for _, tc := range []struct {
+		desc   string
+		change func(*Endpoint)
+	}{
+		{"address", func(e *Endpoint) { e.Address = "10.0.0.2" }},
+		{"port", func(e *Endpoint) { e.Port = 8081 }},
+		{"health", func(e *Endpoint) { e.Health = Unhealthy }},
+		{"weight", func(e *Endpoint) { e.Weight = 2 }},
+		{"network", func(e *Endpoint) { e.Network = "n2" }},
+		{"cluster", func(e *Endpoint) { e.ClusterID = "cluster-b" }},
+	} {
+		a, b := base(), base()
+		if !a.Equal(b) {
+			t.Fatal("equal endpoints differ")
+		}
+		tc.change(b)
+		if a.Equal(b) || b.Equal(a) {
+			t.Errorf("%s: a changed endpoint is still equal", tc.desc)
+		}
+	}
+}
+
 // TestServiceJSONRoundTrip: debug pages carry services as JSON and
 // `meshpilot status` reads them back, so every field, the client-dependent
 // policies by name, must survive the trip.

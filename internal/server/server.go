@@ -40,6 +40,10 @@ type Options struct {
 	Sources []aggregate.Source
 	// DomainSuffix of hostnames; "cluster.local" when empty.
 	DomainSuffix string
+	// ClusterID names the local cluster (--cluster-id): endpoints of
+	// sources that set none, and clients without CLUSTER_ID, are in it;
+	// model.DefaultClusterID when empty.
+	ClusterID string
 	// XDSAddr is the gRPC listen address, e.g. ":15010".
 	XDSAddr string
 	// HTTPAddr serves /healthz, /readyz, /metrics, REST-JSON discovery and,
@@ -146,16 +150,17 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, registry: registry, mesh: opts.Mesh, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
-		Discovery:    registry,
-		Workloads:    registry,
-		DomainSuffix: opts.DomainSuffix,
-		Mesh:         opts.Mesh,
-		Policies:     policyIndex(opts.Policies),
-		Routes:       routeIndex(opts.Routes),
-		Ready:        s.ready,
-		MaxClients:   opts.MaxClients,
-		Logger:       opts.Logger,
-		Observer:     opts.Metrics,
+		Discovery:      registry,
+		Workloads:      registry,
+		DomainSuffix:   opts.DomainSuffix,
+		LocalClusterID: opts.ClusterID,
+		Mesh:           opts.Mesh,
+		Policies:       policyIndex(opts.Policies),
+		Routes:         routeIndex(opts.Routes),
+		Ready:          s.ready,
+		MaxClients:     opts.MaxClients,
+		Logger:         opts.Logger,
+		Observer:       opts.Metrics,
 	})
 	s.metrics.WatchRegistry(registry.Len)
 	s.metrics.WatchClients(s.xds.ClientCounts)

@@ -122,6 +122,10 @@ type GeneratorOptions struct {
 	// DomainSuffix ends every service hostname; "cluster.local" when
 	// empty.
 	DomainSuffix string
+	// LocalClusterID names the cluster meshpilot runs in: an endpoint
+	// without a cluster ID, and a client without CLUSTER_ID, are in it.
+	// model.DefaultClusterID when empty.
+	LocalClusterID string
 	// Mesh publishes the mesh-wide settings; nil means Istio's defaults.
 	// What reads them depends on the key of the part it reads
 	// (model.MeshRetryKey, ...).

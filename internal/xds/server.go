@@ -26,6 +26,10 @@ type Options struct {
 	Workloads model.WorkloadLookup
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
+	// LocalClusterID names the cluster meshpilot runs in, which endpoints
+	// without a cluster ID and clients without CLUSTER_ID belong to;
+	// model.DefaultClusterID when empty.
+	LocalClusterID string
 	// Mesh, when set, publishes the mesh-wide settings; a change of them
 	// is pushed as the keys of the parts that changed (model.MeshKeys).
 	// Nil means Istio's defaults.
@@ -103,7 +107,7 @@ func NewServer(opts Options) *Server {
 		tracker: newClientTracker(opts.Observer),
 		refused: &refusals{log: opts.Logger, every: refusalLogEvery},
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
+	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}

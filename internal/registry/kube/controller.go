@@ -33,6 +33,10 @@ import (
 
 // Options configure a Controller.
 type Options struct {
+	// ClusterID names the cluster this registry watches; it is written on
+	// every endpoint (model.Endpoint ClusterID). Empty means the local
+	// cluster: remote clusters' registries set it.
+	ClusterID string
 	// DomainSuffix ends every hostname; default "cluster.local".
 	DomainSuffix string
 	// Namespaces, when set, limits every list and watch to these
@@ -310,7 +314,7 @@ func (c *Controller) reconcile(key serviceKey) {
 	for _, o := range objs {
 		slices = append(slices, o.(*discoveryv1.EndpointSlice))
 	}
-	eps := kubeconv.BuildEndpoints(svc, slices, kubeconv.EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node})
+	eps := kubeconv.BuildEndpoints(svc, slices, kubeconv.EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node, ClusterID: c.opts.ClusterID})
 	if c.store.UpdateObserved(svc, eps, observed) {
 		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
 	}

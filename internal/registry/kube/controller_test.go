@@ -783,3 +783,23 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 	})
 	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 }
+
+// TestClusterIDOnEndpoints: a registry of a named cluster (a remote one)
+// writes its ID on every endpoint, so that the merged model knows where
+// each endpoint is; the local registry (no ID) leaves it empty.
+func TestClusterIDOnEndpoints(t *testing.T) {
+	for _, id := range []string{"", "cluster-b"} {
+		t.Run("id="+id, func(t *testing.T) {
+			ns := env.Namespace(t, nil)
+			c, _ := startController(t, Options{Namespaces: []string{ns}, ClusterID: id})
+			host := model.ServiceHostname("api", ns, model.DefaultDomainSuffix)
+			mustCreateService(t, ns, "api", grpcPort)
+			mustCreateSlice(t, slice(ns, "api-abc", "api", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.1"}))
+			waitEndpoints(t, c, host, 8080, "192.0.2.1:9090 HEALTHY ")
+			eps := c.Endpoints(host, 8080, nil)
+			if len(eps) != 1 || eps[0].ClusterID != id {
+				t.Fatalf("endpoints %+v, want one of cluster %q", eps, id)
+			}
+		})
+	}
+}

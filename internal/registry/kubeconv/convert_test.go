@@ -993,6 +993,12 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 			want: model.Endpoint{},
 		},
 		{
+			desc:   "a remote cluster's endpoint carries its cluster ID",
+			lookup: kubeconv.EndpointLookup{ClusterID: "cluster-b"},
+			ep:     discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}},
+			want:   model.Endpoint{ClusterID: "cluster-b"},
+		},
+		{
 			desc:   "no lookups at all",
 			lookup: kubeconv.EndpointLookup{},
 			ep: discoveryv1.Endpoint{

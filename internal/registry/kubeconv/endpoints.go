@@ -46,6 +46,10 @@ type EndpointLookup struct {
 	// PodByIP returns PodForIP's choice among the Pods that hold ip.
 	PodByIP func(namespace, ip string) *PodInfo
 	Node    func(name string) *corev1.Node
+	// ClusterID is written on every endpoint built (model.Endpoint
+	// ClusterID): the cluster the objects come from, empty for the
+	// local one.
+	ClusterID string
 }
 
 // podFor finds the Pod behind one address of a slice endpoint. A targetRef
@@ -256,7 +260,7 @@ func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *disco
 	ns := cmp.Or(s.Namespace, svc.Namespace)
 	pod := lookup.podFor(e.TargetRef, ns, addr)
 
-	out := model.Endpoint{Address: addr, Health: health, Namespace: svc.Namespace}
+	out := model.Endpoint{Address: addr, Health: health, Namespace: svc.Namespace, ClusterID: lookup.ClusterID}
 	if pod != nil {
 		out.PodName = pod.Name
 		out.NodeName = pod.NodeName
