@@ -16,6 +16,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
@@ -43,6 +44,8 @@ type serveFlags struct {
 	maxClients         int
 	meshConfig         string
 	systemNamespace    string
+	clusterID          string
+	remoteSyncTimeout  time.Duration
 }
 
 func newServeCommand() *cobra.Command {
@@ -97,7 +100,9 @@ logged with its source and field while the last good one stays in force.
 	fl.BoolVar(&f.debounceLeading, "debounce-leading-edge", true, "push an isolated change at once and then at most once per --debounce-after, merging what came meanwhile; false: wait for a quiet period of --debounce-after (at most --debounce-max) before every push, as Istio does")
 	fl.IntVar(&f.workers, "workers", 2, "goroutines rebuilding services after Kubernetes events")
 	fl.StringVar(&f.meshConfig, "mesh-config", "", "Istio MeshConfig file (YAML or JSON) of mesh-wide settings, followed live; default: the ConfigMap istio of --system-namespace (from a cluster), else Istio's defaults")
-	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config)")
+	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config), and of the remote clusters' Secrets (labelled istio/multiCluster=true)")
+	fl.StringVar(&f.clusterID, "cluster-id", "Kubernetes", "ID of the local cluster (Istio's default); a remote Secret naming it is refused")
+	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
 	return cmd
 }
 
@@ -113,7 +118,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
 	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -135,7 +140,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		})
 		// The folder's Istio objects feed the consumers a cluster's feed.
 		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -158,16 +163,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 	}
 	m := metrics.New()
-	reg, err := kube.New(client, kube.Options{
-		DomainSuffix:       f.domainSuffix,
-		Namespaces:         f.namespaces,
-		DiscoverySelectors: f.discoverySelectors,
-		MeshSynced:         mesh.HasSynced,
-		Workers:            f.workers,
-		Logger:             log,
-		QueueMetrics:       m.WorkqueueProvider(),
-		OnInformerEvent:    m.InformerEvent,
-	})
+	opts := kubeOptions(f, mesh, log)
+	opts.QueueMetrics = m.WorkqueueProvider()
+	opts.OnInformerEvent = m.InformerEvent
+	reg, err := kube.New(client, opts)
 	if err != nil {
 		return err
 	}
@@ -182,13 +181,16 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer waitIstio()
 	defer stopIstio()
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m)
+	remotes := remoteClusters(client, mesh, f, log)
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m, remotes)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
 // mesh and what istio built from the Istio kinds (its zero value: none);
-// m, when not nil, holds metrics the registry already reports to.
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics) error {
+// m, when not nil, holds metrics the registry already reports to;
+// remotes, when not nil, is run beside the server to add sources to its
+// registry at run time.
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, remotes func(context.Context, *aggregate.Controller) error) error {
 	var ps server.PolicySource
 	if istio.policies != nil {
 		ps = istio.policies
@@ -204,6 +206,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	srv, err := server.New(server.Options{
 		Sources:      sources,
 		DomainSuffix: f.domainSuffix,
+		ClusterID:    f.clusterID,
 		XDSAddr:      f.xdsAddr,
 		HTTPAddr:     f.httpAddr,
 		XDSCert:      f.xdsCert,
@@ -225,6 +228,17 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	})
 	if err != nil {
 		return err
+	}
+	if remotes != nil {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := remotes(runCtx, srv.Registry()); err != nil {
+				log.Error("remote clusters", "error", err)
+			}
+		}()
+		defer func() { cancel(); <-done }()
 	}
 	return srv.Run(ctx)
 }

@@ -1,0 +1,260 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+)
+
+const ns = "meshpilot-system"
+
+// kubeconfigFor is a kubeconfig as istioctl create-remote-secret writes
+// one: one cluster, one token user, its current context.
+func kubeconfigFor(server string) []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: ""
+    server: %s
+  name: remote
+contexts:
+- context:
+    cluster: remote
+    user: remote
+  name: remote
+current-context: remote
+users:
+- name: remote
+  user:
+    token: secret-token
+`, server))
+}
+
+// recorder records the calls a Controller makes on the aggregate.
+type recorder struct {
+	mu sync.Mutex // guards calls and failReplace
+	// calls are "add cluster/b https://b", "replace ...", "remove ...".
+	calls       []string
+	failReplace bool
+}
+
+func (r *recorder) AddSource(_ context.Context, s aggregate.Source) error {
+	r.record("add " + s.Name + " " + s.Controller.(*fakeRegistry).host)
+	return nil
+}
+
+func (r *recorder) RemoveSource(name string) error {
+	r.record("remove " + name)
+	return nil
+}
+
+func (r *recorder) ReplaceSource(_ context.Context, name string, s aggregate.Source) error {
+	r.mu.Lock()
+	fail := r.failReplace
+	r.mu.Unlock()
+	if fail {
+		r.record("replace-failed " + name)
+		return fmt.Errorf("did not sync")
+	}
+	r.record("replace " + name + " " + s.Controller.(*fakeRegistry).host)
+	return nil
+}
+
+func (r *recorder) record(c string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, c)
+}
+
+// next waits for the calls after the first n and returns them.
+func (r *recorder) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		got := slices.Clone(r.calls)
+		r.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aggregate calls:\n got %q\nwant %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type fakeRegistry struct {
+	*model.Store
+	host string
+}
+
+// awaitLog waits for a log line holding every part.
+func (h *harness) awaitLog(t *testing.T, parts ...string) {
+	t.Helper()
+	h.logs.Await(t, strings.Join(parts, " "), 0, func(l string) bool {
+		for _, p := range parts {
+			if !strings.Contains(l, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func remoteSecret(name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{Label: LabelValue}},
+		Data:       data,
+	}
+}
+
+type harness struct {
+	client *fake.Clientset
+	rec    *recorder
+	logs   *testutil.Lines
+	// version is the last resourceVersion given to an update.
+	version int
+}
+
+func start(t *testing.T, objs ...*corev1.Secret) *harness {
+	t.Helper()
+	h := &harness{client: fake.NewClientset(), rec: &recorder{}, logs: testutil.NewLines()}
+	for _, s := range objs {
+		if _, err := h.client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := New(Options{
+		Client:         h.client,
+		Namespace:      ns,
+		LocalClusterID: "Kubernetes",
+		Sources:        h.rec,
+		NewRegistry: func(id string, cfg *rest.Config) (model.Controller, error) {
+			return &fakeRegistry{Store: model.NewStore(), host: cfg.Host}, nil
+		},
+		Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *harness) update(t *testing.T, s *corev1.Secret) {
+	t.Helper()
+	// The fake clientset keeps resourceVersions as given; the controller
+	// skips updates that keep it, as after a relist.
+	h.version++
+	s.ResourceVersion = fmt.Sprint(h.version)
+	if _, err := h.client.CoreV1().Secrets(ns).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSecretLifecycle(t *testing.T) {
+	h := start(t, remoteSecret("remote-b", map[string][]byte{"b": kubeconfigFor("https://b.example:6443")}))
+	h.rec.waitFor(t, "add cluster/b https://b.example:6443")
+
+	// A second key joins; the first, unchanged, is left alone.
+	h.update(t, remoteSecret("remote-b", map[string][]byte{
+		"b": kubeconfigFor("https://b.example:6443"),
+		"c": kubeconfigFor("https://c.example:6443"),
+	}))
+	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443")
+
+	// A changed kubeconfig replaces; a removed key removes.
+	h.update(t, remoteSecret("remote-b", map[string][]byte{"b": kubeconfigFor("https://b2.example:6443")}))
+	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443",
+		"replace cluster/b https://b2.example:6443", "remove cluster/c")
+
+	// The Secret deleted removes what is left.
+	if err := h.client.CoreV1().Secrets(ns).Delete(context.Background(), "remote-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443",
+		"replace cluster/b https://b2.example:6443", "remove cluster/c", "remove cluster/b")
+}
+
+func TestRefusedKeysChangeNothing(t *testing.T) {
+	h := start(t,
+		remoteSecret("remote-a", map[string][]byte{
+			"Kubernetes": kubeconfigFor("https://local.example"),
+			"bad":        []byte("not: [a kubeconfig"),
+			"b":          kubeconfigFor("https://b.example"),
+		}),
+	)
+	h.rec.waitFor(t, "add cluster/b https://b.example")
+	h.awaitLog(t, "local cluster", "secret=meshpilot-system/remote-a", "key=Kubernetes")
+	h.awaitLog(t, "not a usable kubeconfig", "secret=meshpilot-system/remote-a", "key=bad", "reason=")
+
+	// Another Secret naming the same cluster is refused.
+	if _, err := h.client.CoreV1().Secrets(ns).Create(context.Background(),
+		remoteSecret("remote-z", map[string][]byte{"b": kubeconfigFor("https://other.example")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitLog(t, "another secret", "secret=meshpilot-system/remote-z", "served_from=meshpilot-system/remote-a")
+
+	// A served cluster whose kubeconfig turns bad keeps its registry.
+	h.update(t, remoteSecret("remote-a", map[string][]byte{"b": []byte("garbage: [")}))
+	h.awaitLog(t, "not a usable kubeconfig", "key=b")
+	// A failed replacement keeps the old one too, and is logged.
+	h.rec.mu.Lock()
+	h.rec.failReplace = true
+	h.rec.mu.Unlock()
+	h.update(t, remoteSecret("remote-a", map[string][]byte{"b": kubeconfigFor("https://b3.example")}))
+	h.awaitLog(t, "keeping the previous one", "cluster=b", "reason=")
+	h.rec.waitFor(t, "add cluster/b https://b.example", "replace-failed cluster/b")
+}
+
+func TestUnlabelledSecretsAreNotWatched(t *testing.T) {
+	other := remoteSecret("plain", map[string][]byte{"x": kubeconfigFor("https://x.example")})
+	other.Labels = nil
+	elsewhere := remoteSecret("remote-elsewhere", map[string][]byte{"y": kubeconfigFor("https://y.example")})
+	elsewhere.Namespace = "default"
+	h := start(t, other, elsewhere, remoteSecret("remote-b", map[string][]byte{"b": kubeconfigFor("https://b.example")}))
+	h.rec.waitFor(t, "add cluster/b https://b.example")
+}
+
+func TestParseKubeconfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, wantErr string
+	}{
+		{name: "istioctl form", data: string(kubeconfigFor("https://b.example:6443"))},
+		{name: "empty", data: "", wantErr: "empty"},
+		{name: "not yaml", data: "{[", wantErr: "yaml"},
+		{name: "no server", data: "apiVersion: v1\nkind: Config\n", wantErr: "no configuration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseKubeconfig([]byte(tc.data))
+			if tc.wantErr == "" {
+				if err != nil || cfg.Host != "https://b.example:6443" || cfg.BearerToken != "secret-token" {
+					t.Fatalf("got %+v, %v", cfg, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+			}
+		})
+	}
+}

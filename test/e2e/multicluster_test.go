@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster"
+	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+)
+
+// TestRemoteClusterSecret runs two real API servers: cluster A (the
+// package's) is meshpilot's own, cluster B comes and goes through a remote
+// Secret in A, as istioctl create-remote-secret writes it. The same
+// Service "echo" in both is one hostname whose endpoints are the union.
+func TestRemoteClusterSecret(t *testing.T) {
+	envB, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = envB.Stop() })
+
+	ns := env.Namespace(t, nil)
+	system := env.Namespace(t, nil)
+	inA := grpctest.StartBackends(t, "127.0.0.71", "127.0.0.72")
+	inB := grpctest.StartBackends(t, "127.0.0.73", "127.0.0.74")
+	createService(t, ns, "echo", 7070)
+	writeSlice(t, ns, "echo", inA)
+	// The same namespace, Service and port in B, other endpoints.
+	if _, err := envB.Client.CoreV1().Namespaces().Create(ctx(t),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envB.Client.CoreV1().Services(ns).Create(ctx(t), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 7070}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sliceB := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "echo-slice", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To(int32(inB[0].Port))}},
+	}
+	for _, b := range inB {
+		sliceB.Endpoints = append(sliceB.Endpoints, discoveryv1.Endpoint{Addresses: []string{docAddr(b)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	envB.ApplyEndpointSlice(t, sliceB)
+
+	logs := testutil.NewLines()
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	srv := startMeshpilot(t, ns)
+	remotes, err := multicluster.New(multicluster.Options{
+		Client:         env.Client,
+		Namespace:      system,
+		LocalClusterID: "Kubernetes",
+		Sources:        srv.Registry(),
+		Logger:         log,
+		NewRegistry:    remoteRegistry(ns, log),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, remotes)
+
+	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///echo."+ns+".svc.cluster.local:7070",
+		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	grpctest.AwaitSpread(t, cc, inA...)
+
+	kubeconfigB, err := os.ReadFile(envB.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := env.Client.CoreV1().Secrets(system)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-b", Namespace: system,
+			Labels: map[string]string{multicluster.Label: multicluster.LabelValue}},
+		Data: map[string][]byte{"cluster-b": kubeconfigB},
+	}
+	both := append(append([]grpctest.Backend{}, inA...), inB...)
+
+	t.Run("a remote Secret added brings B's endpoints", func(t *testing.T) {
+		if _, err := secrets.Create(ctx(t), secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		grpctest.AwaitSpread(t, cc, both...)
+		// Each endpoint carries the cluster it came from: B's their Secret
+		// key, A's the local cluster's (empty).
+		for _, ep := range srv.Registry().Endpoints(model.Hostname("echo."+ns+".svc.cluster.local"), 7070, nil) {
+			want := ""
+			if ep.Address == docAddr(inB[0]) || ep.Address == docAddr(inB[1]) {
+				want = "cluster-b"
+			}
+			if ep.ClusterID != want {
+				t.Errorf("endpoint %s has cluster ID %q, want %q", ep.Address, ep.ClusterID, want)
+			}
+		}
+	})
+	t.Run("the Secret removed takes them away", func(t *testing.T) {
+		if err := secrets.Delete(ctx(t), secret.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		grpctest.AwaitSpread(t, cc, inA...)
+	})
+	t.Run("B's API server stopped: A serves on, B's last endpoints stay", func(t *testing.T) {
+		secret.ResourceVersion = ""
+		if _, err := secrets.Create(ctx(t), secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		grpctest.AwaitSpread(t, cc, both...)
+		if err := envB.StopAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		// A's changes still reach clients, beside B's last endpoints.
+		writeSlice(t, ns, "echo", inA[:1])
+		grpctest.AwaitSpread(t, cc, append([]grpctest.Backend{inA[0]}, inB...)...)
+		grpctest.AwaitSpread(t, grpctest.Channel(t, srv.XDSAddr(), "xds:///echo."+ns+".svc.cluster.local:7070",
+			grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback}), append([]grpctest.Backend{inA[0]}, inB...)...)
+	})
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") {
+			t.Errorf("logged: %s", l)
+		}
+	}
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("clients sent %d NACKs", n)
+	}
+}
+
+// TestRemoteClusterUnreachableAtStart: a remote Secret naming an API
+// server that does not answer holds up neither readiness nor the local
+// cluster, and says so in the log.
+func TestRemoteClusterUnreachableAtStart(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	system := env.Namespace(t, nil)
+	inA := grpctest.StartBackends(t, "127.0.0.75")
+	createService(t, ns, "echo", 7070)
+	writeSlice(t, ns, "echo", inA)
+	kc, err := os.ReadFile(unreachableKubeconfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().Secrets(system).Create(ctx(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-gone", Namespace: system,
+			Labels: map[string]string{multicluster.Label: multicluster.LabelValue}},
+		Data: map[string][]byte{"gone": kc},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := testutil.NewLines()
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	srv := startMeshpilot(t, ns)
+	remotes, err := multicluster.New(multicluster.Options{
+		Client: env.Client, Namespace: system, LocalClusterID: "Kubernetes", Sources: srv.Registry(), Logger: log,
+		SyncTimeout: 500 * time.Millisecond,
+		NewRegistry: remoteRegistry(ns, log),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, remotes)
+
+	logs.Await(t, "the unreachable cluster logged", 0, func(l string) bool {
+		return strings.Contains(l, "not synced after") && strings.Contains(l, "cluster=gone")
+	})
+	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", 200)
+	grpctest.AwaitSpread(t, grpctest.Channel(t, srv.XDSAddr(), "xds:///echo."+ns+".svc.cluster.local:7070",
+		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback}), inA...)
+}
+
+// remoteRegistry builds a remote cluster's registry watching ns, as serve
+// builds them.
+func remoteRegistry(ns string, log *slog.Logger) multicluster.NewRegistry {
+	return func(clusterID string, cfg *rest.Config) (model.Controller, error) {
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return kube.New(client, kube.Options{ClusterID: clusterID, Namespaces: []string{ns}, Logger: log.With("cluster", clusterID)})
+	}
+}
+
+// runUntilCleanup runs the remote-Secret controller until the test ends.
+func runUntilCleanup(t *testing.T, c *multicluster.Controller) {
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+}
