@@ -85,7 +85,16 @@
 //     change regenerates endpoint assignments only) orders localities
 //     by closeness to the client (failover, for a cluster whose rule
 //     sets outlier detection, as Istio) or reweighs them (distribute);
-//     a service's trafficDistribution comes first.
+//     a service's trafficDistribution comes first. Endpoints carry the
+//     cluster they are in (endpoint_cluster.go; none: the local cluster,
+//     GeneratorOptions.LocalClusterID): a host whose endpoints span
+//     clusters gives each Istio's istio.workload filter metadata
+//     "<workload>;<namespace>;<canonical name>;<revision>;<cluster>", a
+//     host of the local cluster alone none; a host MeshConfig
+//     serviceSettings makes clusterLocal gives a client (node metadata
+//     CLUSTER_ID; none: the local cluster) its own cluster's endpoints
+//     only, varying by cluster. Every assignment depends on
+//     model.MeshServiceSettingsKey.
 //
 // Unknown names get no resource. A service whose exportTo
 // (model.Service.VisibleTo) hides it from the client's namespace is, for

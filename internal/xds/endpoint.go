@@ -66,6 +66,9 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	}
 	near := closenessFor(svc, c)
 	eps := g.Discovery.Endpoints(svc.Hostname, port, selector)
+	scope, eps, scopeVary := g.clusterScopeFor(c, svc, eps)
+	deps = append(deps, model.MeshServiceSettingsKey)
+	vary |= scopeVary
 	var loc localityPlan
 	if !near.byZone && !near.byNode {
 		// A service's trafficDistribution comes before the mesh's
@@ -112,6 +115,7 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 				Address: socketAddress(ep.Address, ep.Port),
 			}},
 			HealthStatus: healthStatus(ep.Health),
+			Metadata:     scope.metadata(ep),
 		}
 		weight := uint32(1)
 		if ep.Weight > 0 {

@@ -78,6 +78,8 @@ const (
 	VaryAddresses
 	// VaryLocality: the client's region, zone and subzone matter.
 	VaryLocality
+	// VaryCluster: the client's cluster (Client.ClusterID) matters.
+	VaryCluster
 )
 
 // variant is the part of a client that a Vary selects; clients with equal
@@ -90,6 +92,7 @@ type variant struct {
 	region, zone string
 	subzone      string
 	addresses    string // Client.IPs, joined by commas
+	cluster      string
 }
 
 func (v Vary) of(c *Client) variant {
@@ -108,6 +111,9 @@ func (v Vary) of(c *Client) variant {
 	}
 	if v&VaryLocality != 0 {
 		out.region, out.zone, out.subzone = c.Locality.Region, c.Locality.Zone, c.Locality.Subzone
+	}
+	if v&VaryCluster != 0 {
+		out.cluster = c.ClusterID
 	}
 	if v&VaryAddresses != 0 {
 		out.addresses = strings.Join(c.IPs, ",")
@@ -138,6 +144,10 @@ type GeneratorOptions struct {
 	// follows; nil: none does. What reads it depends on the host's
 	// model.VirtualServiceKey.
 	Routes model.RouteIndex
+
+	// clusterLocal, when set, keeps the cluster-local table of the
+	// latest mesh settings (generators sets it).
+	clusterLocal *clusterLocalTable
 }
 
 var defaultMesh = model.DefaultMeshSettings()
@@ -159,6 +169,9 @@ func (o GeneratorOptions) suffix() string {
 // generators lists the types served, in the order a client is expected
 // to ask for them. A new type is one line here.
 func generators(o GeneratorOptions) []Generator {
+	if o.clusterLocal == nil {
+		o.clusterLocal = &clusterLocalTable{}
+	}
 	return []Generator{
 		&listenerGenerator{o},
 		&routeGenerator{o},

@@ -55,6 +55,10 @@ type goldenInput struct {
 			Labels   model.Labels `json:"labels"`
 			// ServiceAccount is the endpoint's Pod's.
 			ServiceAccount string `json:"serviceAccount"`
+			Pod            string `json:"pod"`
+			// Cluster is the ID of the cluster the endpoint is in; empty:
+			// the local one.
+			Cluster string `json:"cluster"`
 		} `json:"endpoints"`
 	} `json:"services"`
 	// DestinationRules are Istio's objects, converted as the Kubernetes
@@ -216,7 +220,7 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 			ep := &model.Endpoint{
 				Address: e.Address, Port: e.Port, ServicePortName: e.PortName,
 				Locality: model.ParseLocality(e.Locality), Namespace: s.Namespace, NodeName: e.Node,
-				Labels: e.Labels, ServiceAccount: e.ServiceAccount,
+				Labels: e.Labels, ServiceAccount: e.ServiceAccount, PodName: e.Pod, ClusterID: e.Cluster,
 			}
 			switch e.Health {
 			case "", "HEALTHY":

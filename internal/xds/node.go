@@ -29,6 +29,10 @@ type Client struct {
 	// when unknown.
 	NodeName string
 	Locality model.Locality
+	// ClusterID is the cluster the client runs in (node metadata
+	// CLUSTER_ID, as Istio's proxies send it); the server sets the local
+	// cluster's ID when the node names none.
+	ClusterID string
 }
 
 // ClientFromNode classifies a node as the xDS naming contract says: the
@@ -46,6 +50,7 @@ func ClientFromNode(n *core.Node) Client {
 	}
 	c.IPs = instanceIPs(fields["INSTANCE_IPS"].GetStringValue(), n.GetId())
 	c.NodeName = fields["NODE_NAME"].GetStringValue()
+	c.ClusterID = fields["CLUSTER_ID"].GetStringValue()
 	if l := n.GetLocality(); l != nil {
 		c.Locality = model.Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubZone()}
 	}

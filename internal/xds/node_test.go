@@ -39,6 +39,7 @@ func TestClientFromNode(t *testing.T) {
 		{"node and locality", &core.Node{Id: "n", Locality: &core.Locality{Region: "r", Zone: "z", SubZone: "s"},
 			Metadata: md(map[string]any{"NODE_NAME": "node-a"})},
 			Client{ID: "n", NodeName: "node-a", Locality: model.Locality{Region: "r", Zone: "z", Subzone: "s"}}},
+		{"cluster", &core.Node{Id: "c", Metadata: md(map[string]any{"CLUSTER_ID": "cluster-b"})}, Client{ID: "c", ClusterID: "cluster-b"}},
 		{"nil", nil, Client{}},
 	}
 	for _, tc := range cases {

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -140,6 +141,9 @@ func (s *Server) nextVersion() string {
 // has it.
 func (s *Server) client(n *core.Node) Client {
 	c := ClientFromNode(n)
+	// One name for the local cluster, so that clients that name it and
+	// clients that do not share what varies by cluster.
+	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
 	if s.opts.Workloads == nil || (c.NodeName != "" && c.Locality != (model.Locality{})) {
 		return c
 	}
