@@ -179,3 +179,27 @@ func TestClusterLocalDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterLocalPushed: a client of cluster-b on a stream gets both
+// clusters' endpoints of a global host; when MeshConfig makes the host
+// cluster-local, the push of model.MeshServiceSettingsKey leaves it its
+// own cluster's endpoint alone.
+func TestClusterLocalPushed(t *testing.T) {
+	st, svc := clusterTestStore()
+	mesh := meshWithClusterLocal()
+	ts := startServer(t, st, withMesh(mesh))
+	node := xdstest.GRPCNode(xdstest.NodeOptions{ID: "b", Namespace: "default", Metadata: map[string]string{"CLUSTER_ID": "cluster-b"}})
+	name := model.ClusterName(80, "", svc.Hostname)
+	eds := openADS(t, dial(t, ts.addr), node)
+	eds.Subscribe(EndpointType, name)
+	r := eds.Next()
+	eds.ACK(r)
+	if got := claAddrs(t, r)[name]; strings.Join(got, ",") != "10.0.0.1,10.1.0.1" {
+		t.Fatalf("global host: got %v, want both clusters' endpoints", got)
+	}
+	mesh.p.Store(meshWithClusterLocal(svc.Hostname).Mesh())
+	ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: model.MeshServiceSettingsKey}))
+	if got := claAddrs(t, eds.Next())[name]; strings.Join(got, ",") != "10.1.0.1" {
+		t.Fatalf("cluster-local host: got %v, want cluster-b's endpoint alone", got)
+	}
+}
