@@ -72,6 +72,9 @@ type cluster struct {
 	secret string
 	// sum identifies the kubeconfig its registry was built from.
 	sum [sha256.Size]byte
+	// stopReport ends the wait for its first registry's sync, once that
+	// registry is removed or replaced.
+	stopReport context.CancelFunc
 }
 
 // Controller follows the remote Secrets. Its state is touched by its one
@@ -211,6 +214,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		} else {
 			c.log.Info("remote cluster removed", "cluster", id, "secret", c.ref(name))
 		}
+		cl.stopReport()
 		delete(c.clusters, id)
 	}
 	return nil
@@ -248,9 +252,10 @@ func (c *Controller) apply(ctx context.Context, secret string, k kubeconfig) {
 			log.Error("adding the remote cluster", "error", err)
 			return
 		}
-		c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum}
+		reportCtx, stopReport := context.WithCancel(ctx)
+		c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum, stopReport: stopReport}
 		log.Info("remote cluster added", "apiserver", k.config.Host)
-		go c.reportSync(ctx, log, reg)
+		go c.reportSync(reportCtx, log, reg)
 		return
 	}
 	wait, cancel := context.WithTimeout(ctx, c.opts.SyncTimeout)
@@ -261,7 +266,9 @@ func (c *Controller) apply(ctx context.Context, secret string, k kubeconfig) {
 		log.Error("remote cluster's new kubeconfig: keeping the previous one", "apiserver", k.config.Host, "reason", err)
 		return
 	}
-	c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum}
+	// The replacement has synced: nothing is left to report.
+	cur.stopReport()
+	c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum, stopReport: cur.stopReport}
 	log.Info("remote cluster's kubeconfig replaced", "apiserver", k.config.Host)
 }
 

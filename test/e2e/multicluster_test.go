@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -150,17 +151,8 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 	inA := grpctest.StartBackends(t, "127.0.0.75")
 	createService(t, ns, "echo", 7070)
 	writeSlice(t, ns, "echo", inA)
-	kc, err := os.ReadFile(unreachableKubeconfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Client.CoreV1().Secrets(system).Create(ctx(t), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio-remote-secret-gone", Namespace: system,
-			Labels: map[string]string{multicluster.Label: multicluster.LabelValue}},
-		Data: map[string][]byte{"gone": kc},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	kc := unreachableKubeconfigBytes(t)
+	createRemoteSecret(t, system, "istio-remote-secret-gone", map[string][]byte{"gone": kc})
 	logs := testutil.NewLines()
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	srv := startMeshpilot(t, ns)
@@ -200,4 +192,73 @@ func runUntilCleanup(t *testing.T, c *multicluster.Controller) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
+}
+
+// TestServeRemoteSecrets runs the real binary: serve follows the remote
+// Secrets of --system-namespace, refuses one naming its own --cluster-id,
+// and reports a remote cluster it cannot reach after
+// --remote-sync-timeout while it stays ready and serves the local one.
+func TestServeRemoteSecrets(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	system := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.76")
+	createService(t, ns, "echo", 7070)
+	writeSlice(t, ns, "echo", bs)
+	kc := unreachableKubeconfigBytes(t)
+	createRemoteSecret(t, system, "istio-remote-secret-x", map[string][]byte{"east": kc, "west": kc})
+
+	bin := testutil.BuildMeshpilot(t)
+	xdsAddr, httpAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	out := startProcess(t, bin, "serve", "--kubeconfig", env.Kubeconfig, "--namespaces", ns,
+		"--system-namespace", system, "--cluster-id", "west", "--remote-sync-timeout", "1s",
+		"--xds-addr", xdsAddr, "--http-addr", httpAddr)
+	testutil.AwaitHTTP(t, "http://"+httpAddr+"/readyz", http.StatusOK)
+	grpctest.AwaitSpread(t, grpctest.Channel(t, xdsAddr, "xds:///echo:7070",
+		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback}), bs...)
+	for _, want := range [][]string{
+		{"names the local cluster", "cluster=west", "secret=" + system + "/istio-remote-secret-x"},
+		{"remote cluster added", "cluster=east"},
+		{"not synced after 1s", "cluster=east"},
+	} {
+		testenv.Eventually(t, "log line "+strings.Join(want, " "), func() (bool, string) {
+			for _, l := range strings.Split(out.String(), "\n") {
+				if containsAll(l, want) {
+					return true, ""
+				}
+			}
+			return false, out.String()
+		})
+	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// createRemoteSecret creates a remote-cluster Secret in system.
+func createRemoteSecret(t *testing.T, system, name string, data map[string][]byte) {
+	t.Helper()
+	if _, err := env.Client.CoreV1().Secrets(system).Create(ctx(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: system,
+			Labels: map[string]string{multicluster.Label: multicluster.LabelValue}},
+		Data: data,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unreachableKubeconfigBytes is a kubeconfig naming an API server that
+// refuses connections.
+func unreachableKubeconfigBytes(t *testing.T) []byte {
+	t.Helper()
+	kc, err := os.ReadFile(unreachableKubeconfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
