@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,7 @@ func TestRemoteClusterSecret(t *testing.T) {
 		LocalClusterID: "Kubernetes",
 		Sources:        srv.Registry(),
 		Logger:         log,
+		SyncTimeout:    2 * time.Second,
 		NewRegistry:    remoteRegistry(ns, log),
 	})
 	if err != nil {
@@ -117,12 +119,64 @@ func TestRemoteClusterSecret(t *testing.T) {
 		}
 		grpctest.AwaitSpread(t, cc, inA...)
 	})
-	t.Run("B's API server stopped: A serves on, B's last endpoints stay", func(t *testing.T) {
+	t.Run("a changed kubeconfig swaps in only once it has synced", func(t *testing.T) {
 		secret.ResourceVersion = ""
 		if _, err := secrets.Create(ctx(t), secret, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		grpctest.AwaitSpread(t, cc, both...)
+		update := func(kubeconfig []byte) {
+			t.Helper()
+			cur, err := secrets.Get(ctx(t), secret.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur.Data = map[string][]byte{"cluster-b": kubeconfig}
+			if _, err := secrets.Update(ctx(t), cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A kubeconfig whose API server never answers: the registry built
+		// from it does not sync in --remote-sync-timeout, B's stays.
+		from := logs.Len()
+		update(unreachableKubeconfigBytes(t))
+		logs.Await(t, "the failed replacement", from, func(l string) bool {
+			return containsAll(l, []string{"keeping the previous one", "cluster=cluster-b"})
+		})
+		grpctest.AwaitSpread(t, cc, both...)
+		// The same cluster's kubeconfig rewritten (a rotated credential):
+		// swapped in, B's endpoints in the served model at every look
+		// meanwhile.
+		from = logs.Len()
+		watching := make(chan struct{})
+		blinked := make(chan bool, 1)
+		go func() {
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				if countCluster(srv.Registry().Endpoints(model.Hostname("echo."+ns+".svc.cluster.local"), 7070, nil), "cluster-b") != len(inB) {
+					blinked <- true
+					return
+				}
+				select {
+				case <-watching:
+					blinked <- false
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		update(append(slices.Clone(kubeconfigB), "\n# rotated\n"...))
+		logs.Await(t, "the replacement", from, func(l string) bool {
+			return containsAll(l, []string{"kubeconfig replaced", "cluster=cluster-b"})
+		})
+		close(watching)
+		if <-blinked {
+			t.Fatal("B's endpoints left the served model during the swap")
+		}
+		grpctest.AwaitSpread(t, cc, both...)
+	})
+	t.Run("B's API server stopped: A serves on, B's last endpoints stay", func(t *testing.T) {
 		if err := envB.StopAPIServer(); err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +187,7 @@ func TestRemoteClusterSecret(t *testing.T) {
 			grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback}), append([]grpctest.Backend{inA[0]}, inB...)...)
 	})
 	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "level=ERROR") {
+		if strings.Contains(l, "level=ERROR") && !strings.Contains(l, "keeping the previous one") {
 			t.Errorf("logged: %s", l)
 		}
 	}
@@ -261,4 +315,15 @@ func unreachableKubeconfigBytes(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// countCluster counts the endpoints of cluster id.
+func countCluster(eps []*model.Endpoint, id string) int {
+	n := 0
+	for _, ep := range eps {
+		if ep.ClusterID == id {
+			n++
+		}
+	}
+	return n
 }
