@@ -37,8 +37,8 @@ func (s *Server) newProtocolServer() serverv3.Server {
 	return serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
 		StreamOpenFunc:        func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, false) },
 		DeltaStreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, true) },
-		StreamClosedFunc:      func(id int64, _ *core.Node) { s.tracker.close(id, false) },
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.tracker.close(id, true) },
+		StreamClosedFunc:      func(id int64, _ *core.Node) { s.closed(id, false) },
+		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.closed(id, true) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
 			s.request(clientRequest{
 				stream: id, node: req.GetNode(), typeURL: req.GetTypeUrl(), names: req.GetResourceNames(),
@@ -72,7 +72,7 @@ func (s *Server) newProtocolServer() serverv3.Server {
 // Register adds ADS (state of the world and delta) and the per-type
 // discovery services to g.
 func (s *Server) Register(g *grpc.Server) {
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{AggregatedDiscoveryServiceServer: s.xds, shed: &s.shed})
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, s.xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(g, s.xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
@@ -85,7 +85,7 @@ func (s *Server) Register(g *grpc.Server) {
 // ClientCounts counts: ADS streams of both kinds and per-type streams.
 // REST-JSON requests are not streams, hold nothing between requests and
 // are not counted.
-func (s *Server) open(_ context.Context, id int64, delta bool) error {
+func (s *Server) open(ctx context.Context, id int64, delta bool) error {
 	if !s.ready() {
 		s.refused.notReady.Add(1)
 		return errNotReady
@@ -93,7 +93,13 @@ func (s *Server) open(_ context.Context, id int64, delta bool) error {
 	if !s.tracker.open(id, delta, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}
+	s.shed.add(ctx, streamKey{id, delta})
 	return nil
+}
+
+func (s *Server) closed(id int64, delta bool) {
+	s.shed.remove(streamKey{id, delta})
+	s.tracker.close(id, delta)
 }
 
 // clientRequest is one request on a stream, as the tracker records it.

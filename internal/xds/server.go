@@ -85,6 +85,10 @@ type Server struct {
 	nacks  atomic.Uint64
 	// refused counts streams refused at open.
 	refused *refusals
+	// shed holds the handles that close ADS streams from outside, and
+	// shedCount counts the streams closed so.
+	shed      shedStreams
+	shedCount atomic.Uint64
 
 	// mu guards the cache and the watch index, and every watch's
 	// mutable fields: a push drops what changed and re-evaluates the

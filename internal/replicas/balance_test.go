@@ -1,0 +1,61 @@
+package replicas
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestBalancerStep drives the balancer tick by tick over a replica that
+// holds every client of two: it sheds at the rate, the oldest streams
+// first, stops at the fair share plus the tolerance, never touches a
+// stream just accepted, and sheds nothing while it cannot trust its view.
+func TestBalancerStep(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name      string
+		reachable bool
+		fresh     int // streams just accepted, besides the 10 old ones
+		ticks     int
+		wantShed  []int64
+	}{
+		{name: "one second at 2/s", reachable: true, ticks: 4, wantShed: []int64{1, 2}},
+		{name: "down to share plus tolerance and no further", reachable: true, ticks: 40, wantShed: []int64{1, 2, 3, 4}},
+		{name: "new streams are never shed, even while over the share", reachable: true, fresh: 20, ticks: 40,
+			wantShed: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{name: "blind: nothing", reachable: false, ticks: 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var streams []Stream
+			for i := range 10 + tt.fresh {
+				opened := start.Add(-time.Hour + time.Duration(i)*time.Second)
+				if i >= 10 {
+					opened = start // accepted now: never old enough within the test
+				}
+				streams = append(streams, Stream{ID: int64(i + 1), Opened: opened})
+			}
+			var shed []int64
+			b := NewBalancer(BalancerOptions{
+				View: func() View {
+					v := Compute([]Replica{{Name: "a", Clients: 10 + tt.fresh, Renewed: start}, {Name: "b", Renewed: start}}, start, time.Minute)
+					v.Reachable = tt.reachable
+					return v
+				},
+				Clients: func() int { return len(streams) },
+				Streams: func() []Stream { return streams },
+				Shed: func(ids []int64) int {
+					shed = append(shed, ids...)
+					streams = slices.DeleteFunc(streams, func(s Stream) bool { return slices.Contains(ids, s.ID) })
+					return len(ids)
+				},
+			})
+			for i := range tt.ticks {
+				b.step(start.Add(time.Duration(i+1) * balanceTick))
+			}
+			if !slices.Equal(shed, tt.wantShed) {
+				t.Errorf("shed %v, want %v", shed, tt.wantShed)
+			}
+		})
+	}
+}
