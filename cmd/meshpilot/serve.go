@@ -21,6 +21,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/replicas"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
 
@@ -46,6 +47,10 @@ type serveFlags struct {
 	systemNamespace    string
 	clusterID          string
 	remoteSyncTimeout  time.Duration
+	balance            bool
+	systemNamespaceSet bool // --system-namespace given, not its default
+	balanceTolerance   float64
+	shedRate           float64
 }
 
 func newServeCommand() *cobra.Command {
@@ -92,6 +97,9 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.IntVar(&f.maxClients, "max-clients", 0, "most xDS streams this replica serves; beyond it a new stream is refused at once (RESOURCE_EXHAUSTED) so that the client reconnects to another replica; 0 means no cap")
+	fl.BoolVar(&f.balance, "balance", false, "publish this replica's xDS client count in a Lease of --system-namespace (or the Pod's namespace) and shed the clients it holds beyond its fair share (all replicas' clients / live replicas) so that they reconnect to other replicas")
+	fl.Float64Var(&f.balanceTolerance, "balance-tolerance", replicas.DefaultTolerance, "with --balance, how far above the fair share a replica may hold clients before it sheds (0.2: 20 %)")
+	fl.Float64Var(&f.shedRate, "shed-rate", replicas.DefaultShedRate, "with --balance, the most xDS streams shed per second; a stream open for less than 30s is never shed")
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS)")
@@ -114,11 +122,15 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	// process at once.
 	context.AfterFunc(ctx, stop)
 
+	f.systemNamespaceSet = cmd.Flags().Changed("system-namespace")
+	if f.balanceTolerance < 0 || f.shedRate <= 0 {
+		return fmt.Errorf("invalid --balance-tolerance %v or --shed-rate %v: use a tolerance of 0 or more and a rate above 0", f.balanceTolerance, f.shedRate)
+	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
 	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -140,7 +152,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		})
 		// The folder's Istio objects feed the consumers a cluster's feed.
 		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -182,15 +194,21 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	defer waitIstio()
 	defer stopIstio()
 	remotes := remoteClusters(client, mesh, f, log)
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m, remotes)
+	besides := []beside{{name: "remote clusters", run: func(ctx context.Context, srv *server.Server) error {
+		return remotes(ctx, srv.Registry())
+	}}}
+	if f.balance {
+		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
+	}
+	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m, besides...)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
 // mesh and what istio built from the Istio kinds (its zero value: none);
 // m, when not nil, holds metrics the registry already reports to;
-// remotes, when not nil, is run beside the server to add sources to its
-// registry at run time.
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, remotes func(context.Context, *aggregate.Controller) error) error {
+// besides run beside the server until the signal, adding to it at run
+// time (remote clusters' sources, replica balance).
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, besides ...beside) error {
 	var ps server.PolicySource
 	if istio.policies != nil {
 		ps = istio.policies
@@ -229,16 +247,22 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	if err != nil {
 		return err
 	}
-	if remotes != nil {
+	for _, b := range besides {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := remotes(runCtx, srv.Registry()); err != nil {
-				log.Error("remote clusters", "error", err)
+			if err := b.run(runCtx, srv); err != nil {
+				log.Error(b.name, "error", err)
 			}
 		}()
 		defer func() { cancel(); <-done }()
 	}
 	return srv.Run(ctx)
+}
+
+// beside is a task run beside the server, named for its error.
+type beside struct {
+	name string
+	run  func(context.Context, *server.Server) error
 }

@@ -29,7 +29,7 @@ type BalancerOptions struct {
 	Streams func() []Stream
 	Shed    func(ids []int64) int
 	// Tolerance is how far above the fair share a replica may hold
-	// clients (0.2: 20 %); DefaultTolerance when zero.
+	// clients (0.2: 20 %; 0: none, DefaultTolerance is the usual one).
 	Tolerance float64
 	// Rate is the most streams shed per second; DefaultShedRate when zero.
 	Rate float64
@@ -50,9 +50,6 @@ type Balancer struct {
 
 // NewBalancer fills in the defaults.
 func NewBalancer(opts BalancerOptions) *Balancer {
-	if opts.Tolerance == 0 {
-		opts.Tolerance = DefaultTolerance
-	}
 	if opts.Rate == 0 {
 		opts.Rate = DefaultShedRate
 	}

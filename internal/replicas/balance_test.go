@@ -37,6 +37,7 @@ func TestBalancerStep(t *testing.T) {
 			}
 			var shed []int64
 			b := NewBalancer(BalancerOptions{
+				Tolerance: DefaultTolerance,
 				View: func() View {
 					v := Compute([]Replica{{Name: "a", Clients: 10 + tt.fresh, Renewed: start}, {Name: "b", Renewed: start}}, start, time.Minute)
 					v.Reachable = tt.reachable

@@ -86,13 +86,17 @@ func New(opts Options) (*Publisher, error) {
 	return &Publisher{opts: opts}, nil
 }
 
-// Identity returns the replica's namespace and name: namespace if set,
-// else the Pod's (POD_NAMESPACE, from the downward API); the Pod's name
-// (POD_NAME), else the hostname, which is the Pod's name in a Pod too.
-func Identity(namespace string) (ns, name string, err error) {
-	ns = namespace
+// Identity returns the replica's namespace and name. The namespace is
+// explicit if set, else the Pod's (POD_NAMESPACE, from the downward API),
+// else fallback; the name is the Pod's (POD_NAME), else the hostname,
+// which is the Pod's name in a Pod too.
+func Identity(explicit, fallback string) (ns, name string, err error) {
+	ns = explicit
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		ns = fallback
 	}
 	if ns == "" {
 		return "", "", errors.New("replicas: no namespace: set --system-namespace or POD_NAMESPACE")

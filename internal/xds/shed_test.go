@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
@@ -62,5 +65,38 @@ func TestShed(t *testing.T) {
 	}
 	if got := ts.ShedStreams(); got != 2 {
 		t.Fatalf("%d streams counted as shed, want 2", got)
+	}
+}
+
+// TestGRPCClientReconnectsAfterShed: a real grpc-go xDS client whose
+// stream is shed reconnects on its own with a new stream, keeps its RPCs
+// going meanwhile and gets the changes made after it.
+func TestGRPCClientReconnectsAfterShed(t *testing.T) {
+	b2, b3 := grpctest.StartBackend(t, "127.0.0.2", 0), grpctest.StartBackend(t, "127.0.0.3", 0)
+	st := model.NewStore()
+	svc := service("echo", "default", 9080)
+	st.Update(svc, backendEndpoints(nil, b2, b3))
+	ts := startServer(t, st)
+	cc := xdsChannel(t, ts.addr, "default", "xds:///echo:9080")
+	grpctest.AwaitSpread(t, cc, b2, b3)
+
+	first := ts.SheddableStreams()
+	if len(first) != 1 {
+		t.Fatalf("%d sheddable streams for one client, want 1", len(first))
+	}
+	if n := ts.Shed(first[0].ID); n != 1 {
+		t.Fatalf("Shed found %d streams, want 1", n)
+	}
+	testenv.Eventually(t, "the client back on a new stream", func() (bool, string) {
+		now := ts.SheddableStreams()
+		return len(now) == 1 && now[0].ID != first[0].ID, fmt.Sprintf("streams %+v", now)
+	})
+	if _, err := grpctest.Call(context.Background(), cc); err != nil {
+		t.Fatalf("an RPC after the shed failed: %v", err)
+	}
+	st.Update(svc, backendEndpoints(nil, b3))
+	grpctest.AwaitSpread(t, cc, b3)
+	if n := ts.NACKs(); n != 0 {
+		t.Fatalf("the client sent %d NACKs:\n%s", n, ts.logs.String())
 	}
 }

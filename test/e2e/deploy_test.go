@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/replicas"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
@@ -208,6 +210,9 @@ func TestDeployManifests(t *testing.T) {
 	c := deploy.Spec.Template.Spec.Containers[0]
 	args, addrs := localArgs(t, c)
 	args = append(args, "--kubeconfig", serviceAccountKubeconfig(t, deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName))
+	// --balance, which the Deployment's comment offers, needs the Role on
+	// Leases: the replica must publish its count with that RBAC alone.
+	args = append(args, "--balance")
 	bin := testutil.BuildMeshpilot(t)
 	out := startProcess(t, bin, args...)
 	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
@@ -220,10 +225,29 @@ func TestDeployManifests(t *testing.T) {
 	cc := grpctest.Channel(t, addrs["grpc-xds"], "xds:///rbac:7070", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
 	checkServiceAccountIstioAccess(t, deploy.Namespace, deploy.Spec.Template.Spec.ServiceAccountName)
+	awaitReplicaLease(t, deploy.Namespace)
 	checkIstioLateInstall(t, out)
 	if strings.Contains(strings.ToLower(out.String()), "forbidden") {
 		t.Fatalf("meshpilot met a forbidden error with the deploy/ RBAC:\n%s", out.String())
 	}
+}
+
+// awaitReplicaLease waits for the replica's Lease (--balance) in its
+// namespace, carrying its client count.
+func awaitReplicaLease(t *testing.T, ns string) {
+	t.Helper()
+	testenv.Eventually(t, "the replica's Lease in "+ns, func() (bool, string) {
+		leases, err := env.Client.CoordinationV1().Leases(ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=meshpilot"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, l := range leases.Items {
+			if _, ok := l.Annotations[replicas.ClientsAnnotation]; ok && l.Spec.RenewTime != nil {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Leases, none with a client count", len(leases.Items))
+	})
 }
 
 // useOwnAPIServer points the package's env at an API server of the
