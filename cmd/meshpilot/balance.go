@@ -33,6 +33,7 @@ func balanceReplicas(client kubernetes.Interface, f serveFlags, log *slog.Logger
 		}
 		bal := replicas.NewBalancer(replicas.BalancerOptions{
 			View:    pub.View,
+			Self:    name,
 			Clients: clients,
 			Streams: func() []replicas.Stream {
 				open := x.SheddableStreams()

@@ -16,12 +16,17 @@ const (
 	// balanceTick is how often the balancer looks: often enough that a
 	// rate of a few streams a second is spread out rather than bursty.
 	balanceTick = 250 * time.Millisecond
+	// DefaultSettle covers a reconnect and a peer's renewal at
+	// DefaultPeriod.
+	DefaultSettle = 2 * DefaultPeriod
 )
 
 // BalancerOptions configure a Balancer.
 type BalancerOptions struct {
-	// View is the replicas' counts (Publisher.View).
+	// View is the replicas' counts (Publisher.View), and Self this
+	// replica's name in it.
 	View func() View
+	Self string
 	// Clients is this replica's client count now.
 	Clients func() int
 	// Streams lists the streams that may be shed, and Shed closes some so
@@ -36,16 +41,28 @@ type BalancerOptions struct {
 	// MinAge is the least time a stream has been open before it may be
 	// shed; DefaultMinAge when zero.
 	MinAge time.Duration
+	// Settle is how long a shed client still counts as this replica's
+	// (see WithOwn): long enough for it to reconnect and for a peer's
+	// Lease to count it; DefaultSettle when zero.
+	Settle time.Duration
 	Log    *slog.Logger
 }
 
 // Balancer sheds the clients a replica holds beyond its fair share, a
 // few a second, so that they reconnect through the Service to replicas
 // that hold fewer.
+//
+// Run's goroutine alone uses a Balancer's fields.
 type Balancer struct {
 	opts  BalancerOptions
 	carry float64 // the fraction of a stream the rate allowed, not yet shed
 	last  time.Time
+	shed  []shedAt // recent sheds, the oldest first, within Settle
+}
+
+type shedAt struct {
+	at time.Time
+	n  int
 }
 
 // NewBalancer fills in the defaults.
@@ -55,6 +72,9 @@ func NewBalancer(opts BalancerOptions) *Balancer {
 	}
 	if opts.MinAge == 0 {
 		opts.MinAge = DefaultMinAge
+	}
+	if opts.Settle == 0 {
+		opts.Settle = DefaultSettle
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -83,9 +103,12 @@ func (b *Balancer) step(now time.Time) {
 		elapsed = now.Sub(b.last)
 	}
 	b.last = now
-	v := b.opts.View()
 	mine := b.opts.Clients()
-	excess := Excess(mine, v, b.opts.Tolerance)
+	v, ok := WithOwn(b.opts.View(), b.opts.Self, mine, b.inFlight(now))
+	excess := 0
+	if ok {
+		excess = Excess(mine, v, b.opts.Tolerance)
+	}
 	if excess == 0 {
 		// Nothing owed: the rate does not accumulate while balanced.
 		b.carry = 0
@@ -98,6 +121,22 @@ func (b *Balancer) step(now time.Time) {
 		return
 	}
 	shed := b.opts.Shed(ids)
+	b.shed = append(b.shed, shedAt{at: now, n: shed})
 	b.opts.Log.Debug("replicas: shedding clients above the fair share", "clients", mine, "fairShare", v.FairShare(),
 		"liveReplicas", len(v.Live), "excess", excess, "shed", shed)
+}
+
+// inFlight is how many clients this replica shed within Settle, and
+// forgets older sheds.
+func (b *Balancer) inFlight(now time.Time) int {
+	i := 0
+	for i < len(b.shed) && now.Sub(b.shed[i].at) > b.opts.Settle {
+		i++
+	}
+	b.shed = b.shed[i:]
+	n := 0
+	for _, s := range b.shed {
+		n += s.n
+	}
+	return n
 }

@@ -9,20 +9,27 @@ import (
 // TestBalancerStep drives the balancer tick by tick over a replica that
 // holds every client of two: it sheds at the rate, the oldest streams
 // first, stops at the fair share plus the tolerance, never touches a
-// stream just accepted, and sheds nothing while it cannot trust its view.
+// stream just accepted, is not misled by a peer's Lease that has not
+// counted the shed clients yet, and sheds nothing while it cannot trust
+// its view.
 func TestBalancerStep(t *testing.T) {
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
 		reachable bool
 		fresh     int // streams just accepted, besides the 10 old ones
-		ticks     int
-		wantShed  []int64
+		// ownRenewed: this replica's Lease follows its count while the
+		// peer's lags (the shed clients not in it yet).
+		ownRenewed bool
+		ticks      int
+		wantShed   []int64
 	}{
 		{name: "one second at 2/s", reachable: true, ticks: 4, wantShed: []int64{1, 2}},
 		{name: "down to share plus tolerance and no further", reachable: true, ticks: 40, wantShed: []int64{1, 2, 3, 4}},
 		{name: "new streams are never shed, even while over the share", reachable: true, fresh: 20, ticks: 40,
 			wantShed: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{name: "a peer's lagging Lease does not make it shed more", reachable: true, ownRenewed: true, ticks: 40,
+			wantShed: []int64{1, 2, 3, 4}},
 		{name: "blind: nothing", reachable: false, ticks: 40},
 	}
 	for _, tt := range tests {
@@ -38,8 +45,13 @@ func TestBalancerStep(t *testing.T) {
 			var shed []int64
 			b := NewBalancer(BalancerOptions{
 				Tolerance: DefaultTolerance,
+				Self:      "a",
 				View: func() View {
-					v := Compute([]Replica{{Name: "a", Clients: 10 + tt.fresh, Renewed: start}, {Name: "b", Renewed: start}}, start, time.Minute)
+					own := 10 + tt.fresh
+					if tt.ownRenewed {
+						own = len(streams)
+					}
+					v := Compute([]Replica{{Name: "a", Clients: own, Renewed: start}, {Name: "b", Renewed: start}}, start, time.Minute)
 					v.Reachable = tt.reachable
 					return v
 				},

@@ -6,6 +6,7 @@ package replicas
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -57,6 +58,27 @@ func Compute(leases []Replica, now time.Time, ttl time.Duration) View {
 	sort.Slice(v.Live, func(i, j int) bool { return v.Live[i].Name < v.Live[j].Name })
 	sort.Strings(v.Stale)
 	return v
+}
+
+// WithOwn is the view as this replica (self) should judge it now: its
+// own Lease's count replaced by what it holds now plus the clients it
+// shed recently (inFlight). Peers' Leases lag by up to a renew period,
+// and a shed client may not be in any of them yet: without counting it
+// here the total would shrink as this replica sheds, its fair share with
+// it, and it would shed more than its excess. Counting a client twice
+// for a moment errs the safe way: it sheds a little less, later. ok is
+// false when self is not among the live replicas (its Lease not written
+// yet, or judged stale), when no share can be told.
+func WithOwn(v View, self string, mine, inFlight int) (View, bool) {
+	i := slices.IndexFunc(v.Live, func(r Replica) bool { return r.Name == self })
+	if i < 0 {
+		return v, false
+	}
+	live := slices.Clone(v.Live)
+	v.Total += mine + inFlight - live[i].Clients
+	live[i].Clients = mine + inFlight
+	v.Live = live
+	return v, true
 }
 
 // Excess is how many of its clients a replica holding mine should let

@@ -132,3 +132,42 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestWithOwn(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	v := Compute([]Replica{{Name: "a", Clients: 10, Renewed: now}, {Name: "b", Clients: 0, Renewed: now}}, now, time.Minute)
+	v.Reachable = true
+	tests := []struct {
+		name           string
+		self           string
+		mine, inFlight int
+		wantOK         bool
+		wantTotal      int
+		wantExcess     int
+	}{
+		{name: "as published", self: "a", mine: 10, wantOK: true, wantTotal: 10, wantExcess: 4},
+		{name: "after shedding 4 not yet counted by b: no more to shed", self: "a", mine: 6, inFlight: 4, wantOK: true, wantTotal: 10},
+		{name: "without the shed clients the share would shrink and it would shed again", self: "a", mine: 6, wantOK: true, wantTotal: 6, wantExcess: 3},
+		{name: "own Lease not among the live ones: no share", self: "c", mine: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := WithOwn(v, tt.self, tt.mine, tt.inFlight)
+			if ok != tt.wantOK {
+				t.Fatalf("ok %v, want %v", ok, tt.wantOK)
+			}
+			if !ok {
+				return
+			}
+			if got.Total != tt.wantTotal {
+				t.Errorf("total %d, want %d", got.Total, tt.wantTotal)
+			}
+			if e := Excess(tt.mine, got, DefaultTolerance); e != tt.wantExcess {
+				t.Errorf("excess %d, want %d", e, tt.wantExcess)
+			}
+		})
+	}
+	if v.Live[0].Clients != 10 || v.Total != 10 {
+		t.Errorf("WithOwn changed the view it was given: %+v", v)
+	}
+}
