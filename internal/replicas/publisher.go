@@ -58,9 +58,10 @@ type Options struct {
 // Publisher publishes one replica's client count in its Lease and reads
 // every replica's.
 type Publisher struct {
-	opts   Options
-	leases coordinationlisters.LeaseNamespaceLister
-	synced cache.InformerSynced
+	opts    Options
+	factory informers.SharedInformerFactory
+	leases  coordinationlisters.LeaseNamespaceLister
+	synced  cache.InformerSynced
 
 	mu          sync.Mutex // guards lastContact, reachable, failing and own
 	lastContact time.Time  // the last renewal the API server accepted
@@ -83,7 +84,18 @@ func New(opts Options) (*Publisher, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Publisher{opts: opts}, nil
+	// The informer is built here, not in Run, so that View may be called
+	// from any goroutine at any time.
+	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector().String() }))
+	inf := factory.Coordination().V1().Leases()
+	return &Publisher{
+		opts:    opts,
+		factory: factory,
+		leases:  inf.Lister().Leases(opts.Namespace),
+		synced:  inf.Informer().HasSynced,
+	}, nil
 }
 
 // Identity returns the replica's namespace and name. The namespace is
@@ -114,14 +126,8 @@ func Identity(explicit, fallback string) (ns, name string, err error) {
 // that peers stop counting this replica at once rather than after the
 // liveness window.
 func (p *Publisher) Run(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(p.opts.Client, 0,
-		informers.WithNamespace(p.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector().String() }))
-	inf := factory.Coordination().V1().Leases()
-	p.leases = inf.Lister().Leases(p.opts.Namespace)
-	p.synced = inf.Informer().HasSynced
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	p.factory.Start(ctx.Done())
+	defer p.factory.Shutdown()
 
 	t := time.NewTicker(p.opts.Period)
 	defer t.Stop()
@@ -147,7 +153,7 @@ func (p *Publisher) View() View {
 	p.mu.Lock()
 	at, reachable := p.lastContact, p.reachable
 	p.mu.Unlock()
-	if p.synced == nil || !p.synced() {
+	if !p.synced() {
 		return View{}
 	}
 	if reachable {
