@@ -3,6 +3,7 @@ package replicas_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,4 +188,91 @@ func TestOutOfReach(t *testing.T) {
 		v := a.pub.View()
 		return v.Reachable && len(v.Live) == 2 && v.Total == 100, describe(v)
 	})
+}
+
+// streamSet is one replica's open streams in TestBalanceConverges.
+type streamSet struct {
+	mu      sync.Mutex // guards streams
+	streams []replicas.Stream
+}
+
+func (s *streamSet) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+func (s *streamSet) list() []replicas.Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.streams)
+}
+
+// TestBalanceConverges: replica a holds ten clients, b just started and
+// holds none. Through their Leases in a real API server, a sheds down to
+// its fair share plus the tolerance (6 of 10 over two), the shed clients
+// reconnect to b (as through a Service to the replica that is not
+// closing them), and nothing is shed after that, not even by b.
+func TestBalanceConverges(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	sets := map[string]*streamSet{"a": {}, "b": {}}
+	for i := range 10 {
+		sets["a"].streams = append(sets["a"].streams, replicas.Stream{ID: int64(i + 1), Opened: time.Now().Add(-time.Hour)})
+	}
+	var nextID atomic.Int64
+	nextID.Store(100)
+	var shedBy sync.Map // replica name -> *atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for name, set := range sets {
+		other := sets["a"]
+		if name == "a" {
+			other = sets["b"]
+		}
+		shed := &atomic.Int64{}
+		shedBy.Store(name, shed)
+		pub, err := replicas.New(replicas.Options{Client: env.Client, Namespace: ns, Name: name, Period: period, Clients: set.count})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bal := replicas.NewBalancer(replicas.BalancerOptions{
+			View: pub.View, Self: name, Clients: set.count, Streams: set.list,
+			Shed: func(ids []int64) int {
+				set.mu.Lock()
+				before := len(set.streams)
+				set.streams = slices.DeleteFunc(set.streams, func(s replicas.Stream) bool { return slices.Contains(ids, s.ID) })
+				n := before - len(set.streams)
+				set.mu.Unlock()
+				other.mu.Lock()
+				for range n {
+					other.streams = append(other.streams, replicas.Stream{ID: nextID.Add(1), Opened: time.Now()})
+				}
+				other.mu.Unlock()
+				shed.Add(int64(n))
+				return n
+			},
+			Tolerance: replicas.DefaultTolerance, Rate: 4, Settle: 2 * period,
+		})
+		wg.Go(func() { pub.Run(ctx) })
+		wg.Go(func() { bal.Run(ctx) })
+	}
+	detail := func() string {
+		a, _ := shedBy.Load("a")
+		b, _ := shedBy.Load("b")
+		return fmt.Sprintf("a holds %d (shed %d), b holds %d (shed %d)", sets["a"].count(), a.(*atomic.Int64).Load(),
+			sets["b"].count(), b.(*atomic.Int64).Load())
+	}
+	testenv.Eventually(t, "a at its share plus tolerance", func() (bool, string) {
+		return sets["a"].count() == 6 && sets["b"].count() == 4, detail()
+	})
+	// Settled: several renew periods and settle windows go by without a
+	// stream shed by either.
+	deadline := time.Now().Add(6 * period)
+	for time.Now().Before(deadline) {
+		if sets["a"].count() != 6 || sets["b"].count() != 4 {
+			t.Fatalf("shedding went on after the share was reached: %s", detail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
