@@ -13,6 +13,8 @@
 //	xds_refused_streams_total{reason}      new xDS streams refused at once: reason "not_ready"
 //	                                       (model not synced yet, or draining) or "max_clients"
 //	                                       (the replica serves --max-clients streams)
+//	xds_shed_streams_total                 xDS streams closed (Unavailable) because the replica
+//	                                       held more than its share of clients (--balance)
 //	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
 //	xds_nacks_total{type}                  responses rejected by clients
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
@@ -220,6 +222,15 @@ func (c *labelledFunc) Collect(ch chan<- prometheus.Metric) {
 // refused because the server was not ready (or draining) and because it
 // served its maximum of clients.
 type RefusedStreams func() (notReady, maxClients uint64)
+
+// WatchShedStreams adds the shed streams counter, read from count at
+// each scrape. Call it once.
+func (m *Metrics) WatchShedStreams(count func() uint64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "shed_streams_total",
+		Help: "xDS streams closed with Unavailable because this replica held more than its fair share of clients (--balance), so that their clients reconnect to other replicas.",
+	}, func() float64 { return float64(count()) }))
+}
 
 // WatchRefusedStreams adds the refused streams counter, read from counts
 // at each scrape. Call it once.

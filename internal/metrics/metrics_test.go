@@ -21,6 +21,7 @@ func TestInstancesAreIndependent(t *testing.T) {
 		m.WatchClients(func() (int, int) { return 2, 1 })
 	}
 	a.WatchRefusedStreams(func() (uint64, uint64) { return 4, 9 })
+	a.WatchShedStreams(func() uint64 { return 6 })
 	qa := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "q", MetricsProvider: a.WorkqueueProvider()})
 	defer qa.ShutDown()
@@ -55,6 +56,7 @@ func TestInstancesAreIndependent(t *testing.T) {
 		`meshpilot_xds_clients{type="envoy"} 1`,
 		`meshpilot_xds_refused_streams_total{reason="not_ready"} 4`,
 		`meshpilot_xds_refused_streams_total{reason="max_clients"} 9`,
+		`meshpilot_xds_shed_streams_total 6`,
 		`meshpilot_registry_services 3`,
 		`meshpilot_registry_endpoints 7`,
 		`meshpilot_xds_convergence_sent_seconds_count{type="EDS"} 1`,

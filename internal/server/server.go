@@ -168,6 +168,7 @@ func New(opts Options) (*Server, error) {
 		r := s.xds.RefusedStreams()
 		return r.NotReady, r.MaxClients
 	})
+	s.metrics.WatchShedStreams(s.xds.ShedStreams)
 	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.AppendEventHandler(s.onEvent)
