@@ -58,6 +58,9 @@ type Balancer struct {
 	carry float64 // the fraction of a stream the rate allowed, not yet shed
 	last  time.Time
 	shed  []shedAt // recent sheds, the oldest first, within Settle
+	// over is whether the last step found an excess: its start and end
+	// are logged, each shed only at debug level.
+	over bool
 }
 
 type shedAt struct {
@@ -112,7 +115,18 @@ func (b *Balancer) step(now time.Time) {
 	if excess == 0 {
 		// Nothing owed: the rate does not accumulate while balanced.
 		b.carry = 0
+		if b.over {
+			b.over = false
+			b.opts.Log.Info("replicas: within the fair share again", "clients", mine, "fairShare", v.FairShare(),
+				"liveReplicas", len(v.Live), "shedRecently", b.inFlight(now))
+		}
 		return
+	}
+	if !b.over {
+		b.over = true
+		b.opts.Log.Info("replicas: holding more than the fair share; shedding the excess so that clients reconnect to other replicas",
+			"clients", mine, "fairShare", v.FairShare(), "liveReplicas", len(v.Live), "excess", excess,
+			"tolerance", b.opts.Tolerance, "rate", b.opts.Rate)
 	}
 	n, carry := Budget(b.opts.Rate, elapsed, b.carry)
 	b.carry = carry

@@ -1,7 +1,9 @@
 package replicas
 
 import (
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,7 +45,9 @@ func TestBalancerStep(t *testing.T) {
 				streams = append(streams, Stream{ID: int64(i + 1), Opened: opened})
 			}
 			var shed []int64
+			var logs strings.Builder
 			b := NewBalancer(BalancerOptions{
+				Log:       slog.New(slog.NewTextHandler(&logs, nil)),
 				Tolerance: DefaultTolerance,
 				Self:      "a",
 				View: func() View {
@@ -68,6 +72,14 @@ func TestBalancerStep(t *testing.T) {
 			}
 			if !slices.Equal(shed, tt.wantShed) {
 				t.Errorf("shed %v, want %v", shed, tt.wantShed)
+			}
+			// One line when shedding starts, not one per shed.
+			want := 0
+			if len(tt.wantShed) > 0 {
+				want = 1
+			}
+			if n := strings.Count(logs.String(), "holding more than the fair share"); n != want {
+				t.Errorf("%d lines on shedding, want %d:\n%s", n, want, logs.String())
 			}
 		})
 	}

@@ -138,7 +138,7 @@ func (s *Server) Shed(ids ...int64) int {
 	}
 	if len(hs) > 0 {
 		s.shedCount.Add(uint64(len(hs)))
-		s.log.Info("xds: shed streams so that their clients reconnect to other replicas", "streams", len(hs))
+		s.log.Debug("xds: shed streams so that their clients reconnect to other replicas", "streams", len(hs))
 	}
 	return len(hs)
 }
