@@ -2,16 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +22,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
+	"github.com/meshpilot/meshpilot/internal/testpki"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -143,16 +138,16 @@ func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*xdstest.Respons
 }
 
 func TestXDSOverTLSAndMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca := newCA(t)
-	serverCert, serverKey := ca.issue(t, dir, "server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
-	clientCert, clientKey := ca.issue(t, dir, "client", x509.ExtKeyUsageClientAuth, "")
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+	ca := testpki.New(t)
+	serverCert, serverKey := ca.Issue(t, testpki.Leaf{Name: "server", IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	clientCert, clientKey := ca.Issue(t, testpki.Leaf{Name: "client", Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	caFile := ca.File
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.pem)
+	pool.AppendCertsFromPEM(caPEM)
 
 	dialTLS := func(addr string, certs ...tls.Certificate) *grpc.ClientConn {
 		creds := credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: certs, ServerName: "127.0.0.1"})
@@ -207,8 +202,7 @@ func TestBadTLSFilesAreClearErrors(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ca := newCA(t)
-	cert, key := ca.issue(t, dir, "server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	cert, key := testpki.New(t).Issue(t, testpki.Leaf{Name: "server", IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -239,62 +233,4 @@ func TestAddressInUseIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) {
 		t.Fatalf("err = %v, want one naming %s", err, l.Addr())
 	}
-}
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "meshpilot test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a certificate and key signed by the CA and returns their paths.
-func (ca *testCA) issue(t *testing.T, dir, name string, usage x509.ExtKeyUsage, ip string) (string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	if ip != "" {
-		tmpl.IPAddresses = []net.IP{net.ParseIP(ip)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
 }
