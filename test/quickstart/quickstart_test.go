@@ -6,15 +6,9 @@ package quickstart
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +28,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/examples"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/testpki"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
@@ -282,53 +277,13 @@ type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
 // certificate.
 func newPKI(t *testing.T) pki {
 	t.Helper()
-	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	ca := testpki.New(t)
+	leaf := func(name string, usage x509.ExtKeyUsage) (string, string) {
+		return ca.Issue(t, testpki.Leaf{Name: name, IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{usage}})
 	}
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := newKey()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "meshpilot test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-		k := newKey()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "PRIVATE KEY", keyDER)
-	}
-	p := pki{ca: write("ca.pem", "CERTIFICATE", caDER)}
-	p.serverCert, p.serverKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
+	p := pki{ca: ca.File}
+	p.serverCert, p.serverKey = leaf("server", x509.ExtKeyUsageServerAuth)
+	p.clientCert, p.clientKey = leaf("client", x509.ExtKeyUsageClientAuth)
 	return p
 }
 
