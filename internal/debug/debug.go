@@ -4,7 +4,8 @@
 //
 //	/debug/registryz                  every service of the model
 //	/debug/endpointz                  endpoints per service and port, with health and locality
-//	/debug/syncz                      per xDS stream: client, subscriptions, sent/ACKed/NACKed per type
+//	/debug/syncz                      per xDS stream: client (its cluster: node metadata CLUSTER_ID), subscriptions,
+//	                                  sent/ACKed/NACKed per type
 //	/debug/config_dump?node=ID        the resources each stream of that node holds (ACKed), as protojson
 //	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored;
 //	                                  every Istio object and what became of it (Configz)

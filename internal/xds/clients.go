@@ -123,9 +123,13 @@ func (ts *TypeSync) clone() *TypeSync {
 type ClientInfo struct {
 	// Stream numbers the stream within its kind (state of the world or
 	// delta).
-	Stream    int64     `json:"stream"`
-	NodeID    string    `json:"nodeID"`
-	Namespace string    `json:"namespace,omitempty"`
+	Stream    int64  `json:"stream"`
+	NodeID    string `json:"nodeID"`
+	Namespace string `json:"namespace,omitempty"`
+	// Cluster is the cluster the client says it runs in (node metadata
+	// CLUSTER_ID); empty when it names none, which means the local
+	// cluster (--cluster-id).
+	Cluster   string    `json:"cluster,omitempty"`
 	GRPC      bool      `json:"grpc"`
 	Delta     bool      `json:"delta"`
 	Connected time.Time `json:"connected"`
@@ -247,7 +251,7 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 	}
 	if ci.NodeID == "" && node != nil {
 		cl := ClientFromNode(node)
-		ci.NodeID, ci.Namespace, ci.GRPC = cl.ID, cl.Namespace, cl.GRPC
+		ci.NodeID, ci.Namespace, ci.Cluster, ci.GRPC = cl.ID, cl.Namespace, cl.ClusterID, cl.GRPC
 	}
 	ts := ci.typeSync(typ)
 	first := ts.LastSent == nil && len(ts.Subscribed) == 0 && !ts.Wildcard

@@ -10,6 +10,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // recordingObserver counts what the server reports.
@@ -186,5 +187,32 @@ func TestDeltaSyncState(t *testing.T) {
 	}
 	if dump := ts.ConfigDump("delta-envoy"); len(dump) != 1 || len(dump[0].Resources["CDS"]) != 2 {
 		t.Fatalf("dump %+v", dump)
+	}
+}
+
+// TestClientInfoCluster: a stream's ClientInfo names the cluster its node
+// metadata CLUSTER_ID gives, and none when the node names none (the
+// local cluster), as /debug/syncz shows them.
+func TestClientInfoCluster(t *testing.T) {
+	for _, tc := range []struct {
+		desc, clusterID string
+	}{
+		{"CLUSTER_ID given", "cluster-b"},
+		{"no CLUSTER_ID: the local cluster", ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			ts := startServer(t, baseStore())
+			o := xdstest.NodeOptions{ID: "c", Namespace: "default"}
+			if tc.clusterID != "" {
+				o.Metadata = map[string]string{"CLUSTER_ID": tc.clusterID}
+			}
+			a := openADS(t, dial(t, ts.addr), xdstest.GRPCNode(o))
+			a.Subscribe(EndpointType, reviews)
+			a.Next()
+			ci := awaitClient(t, ts.Server, "the node recorded", func(c ClientInfo) bool { return c.NodeID == "c" })
+			if ci.Cluster != tc.clusterID {
+				t.Fatalf("Cluster %q, want %q", ci.Cluster, tc.clusterID)
+			}
+		})
 	}
 }
