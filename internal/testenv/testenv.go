@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // ServiceCIDR is larger than envtest's default /24 so that scale tests can
@@ -120,8 +122,15 @@ type Options struct {
 // Start builds the binaries if needed and starts etcd and kube-apiserver.
 func Start() (*Env, error) { return StartWith(Options{}) }
 
+// quietEnvtest drops envtest's own log lines: controller-runtime prints
+// a stack trace when its logger is first used more than 30 s into a
+// process without being set, which an API server started late (a second
+// cluster) would do.
+var quietEnvtest sync.Once
+
 // StartWith is Start with options.
 func StartWith(opts Options) (*Env, error) {
+	quietEnvtest.Do(func() { ctrllog.SetLogger(ctrllog.Log.WithSink(ctrllog.NullLogSink{})) })
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
