@@ -100,6 +100,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.IntVar(&cfg.Namespaces, "namespaces", cfg.Namespaces, "namespaces the services are spread over")
 	f.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoints (ready Pods) per service")
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes the Pods run on, spread over three zones")
+	f.IntVar(&cfg.Clusters, "clusters", cfg.Clusters, "clusters: each one beyond the first gets a kube-apiserver of its own with the same services and as many endpoints (other addresses), given to meshpilot as a remote Secret (istio/multiCluster=true, in meshpilot's --system-namespace); clients converge on every cluster's endpoints and churn adds endpoints in each cluster in turn")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "simulated gRPC clients, one ADS stream each")
 	f.IntVar(&cfg.PerClient, "per-client", cfg.PerClient, "services each client watches")
 	f.IntVar(&cfg.Changes, "changes", cfg.Changes, "endpoint additions during churn (0 skips churn)")

@@ -36,7 +36,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
@@ -88,6 +87,10 @@ type Config struct {
 	// (rules.go), installing Istio's CRDs first; churn then also changes
 	// the weights of routes.
 	TrafficRules bool `json:"traffic_rules,omitempty"`
+	// Clusters above 1 give every further cluster an API server of its
+	// own with the same services and as many endpoints, reached through
+	// remote Secrets (clusters.go).
+	Clusters int `json:"clusters"`
 
 	// Env is an API server to use; nil starts one for the run.
 	Env *testenv.Env `json:"-"`
@@ -105,7 +108,7 @@ func Defaults() Config {
 		Changes: 50, Rate: 5,
 		Nodes: 6, Concurrency: 32,
 		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
-		Seed: 1, Prefix: "bench",
+		Seed: 1, Prefix: "bench", Clusters: 1,
 	}
 }
 
@@ -137,6 +140,11 @@ func (c *Config) validate() error {
 	}
 	if c.MissTimeout <= 0 || c.Timeout <= 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if c.Clusters < 1 || c.Clusters > maxClusters {
+		errs = append(errs, fmt.Errorf("clusters must be between 1 and %d, not %d", maxClusters, c.Clusters))
+	} else if c.Clusters > 1 && c.Services*c.Endpoints+c.Changes >= 1<<clusterAddrBits {
+		errs = append(errs, fmt.Errorf("with several clusters, services x endpoints + changes must stay below %d (each cluster's address range)", 1<<clusterAddrBits))
 	}
 	if c.Prefix == "" {
 		errs = append(errs, errors.New("prefix must not be empty"))
@@ -205,8 +213,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 
 	// Setup: a client allowed to write fast.
-	rc := rest.CopyConfig(env.Config)
-	rc.QPS, rc.Burst = 5000, 10000
+	rc := fastWrites(env.Config)
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -234,7 +241,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			return nil, fmt.Errorf("writing the traffic rules: %w", err)
 		}
 	}
-	res.Setup = SetupResult{Writes: w.writes.Load(), Seconds: time.Since(t0).Seconds()}
+	var remotes remoteClusters
+	if cfg.Clusters > 1 {
+		var stopRemotes func()
+		remotes, stopRemotes, err = startRemoteClusters(ctx, &cfg, kc, logf)
+		defer stopRemotes()
+		if err != nil {
+			return nil, err
+		}
+	}
+	res.Setup = SetupResult{Writes: w.writes.Load() + remotes.writes(), Seconds: time.Since(t0).Seconds()}
 	logf("wrote %d objects in %.2fs", res.Setup.Writes, res.Setup.Seconds)
 
 	// meshpilot.
@@ -274,8 +290,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	res.SyncSeconds = time.Since(t0).Seconds()
-	res.snapshot(proc, "sync")
 	logf("meshpilot ready in %.2fs", res.SyncSeconds)
+	if len(remotes) > 0 {
+		if err := remotes.await(ctx, "http://"+debugAddr(cfg.MeshpilotArgs, httpAddr), cfg.Services*cfg.Endpoints, time.Minute+cfg.MissTimeout); err != nil {
+			return nil, err
+		}
+		res.RemoteSyncSeconds = time.Since(t0).Seconds()
+		logf("every remote cluster's endpoints in meshpilot's model %.2fs after its start", res.RemoteSyncSeconds)
+	}
+	res.snapshot(proc, "sync")
 	var prof *profiler
 	if cfg.ProfileDir != "" {
 		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
@@ -326,6 +349,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			names = append(names, w.services[s].listenerName())
 		}
 		clients[c] = newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
+		clients[c].wantEndpoints = cfg.Clusters * cfg.Endpoints
 	}
 	// Convergence takes well under a second up to about a thousand
 	// clients: a 2 s profile covers it.
@@ -388,7 +412,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.snapshot(proc, "settled")
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
 		waitChurnProfile := cpuProfile(time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
-		churn, err := runChurn(ctx, churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
+		churn, err := runChurn(ctx, churnRun{workload: w, clusters: remotes.workloads(w), tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
 		if err != nil {
 			return nil, err
 		}
@@ -439,6 +463,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 // churnRun is what the churn phase works with.
 type churnRun struct {
 	workload *workload
+	// clusters are every cluster's workload, workload first: endpoint
+	// churn goes through them in turn.
+	clusters []*workload
 	tracker  *tracker
 	rng      *rand.Rand
 	// subscribed are the indexes of the services some client watches:
@@ -450,29 +477,40 @@ type churnRun struct {
 	clientErrs chan error
 }
 
-// runChurn adds one endpoint to a random subscribed service per tick and
-// waits for every subscribed client to hold it, or for the miss timeout.
+// runChurn adds one endpoint to a random subscribed service per tick, in
+// each cluster in turn, and waits for every subscribed client to hold it,
+// or for the miss timeout.
 //
 // The Pod of each change (create and status) is written ahead, while the
 // previous change's slice is written, so that slice writes keep the rate
 // whatever the Pod writes cost: the Pod is ready before its endpoint
 // appears, as in a cluster.
 func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
-	w, tr, rng, subscribed, cfg, clientErrs := r.workload, r.tracker, r.rng, r.subscribed, r.cfg, r.clientErrs
+	tr, rng, subscribed, cfg, clientErrs := r.tracker, r.rng, r.subscribed, r.cfg, r.clientErrs
+	clusters := r.clusters
+	if len(clusters) == 0 {
+		clusters = []*workload{r.workload}
+	}
 	type prepared struct {
+		w   *workload
 		svc *service
 		ep  discoveryv1.Endpoint
 		err error
 	}
-	prepare := func(svc *service) chan prepared {
+	prepare := func(w *workload, svc *service) chan prepared {
 		out := make(chan prepared, 1)
 		go func() {
 			ep, err := w.createPod(ctx, svc)
-			out <- prepared{svc, ep, err}
+			out <- prepared{w, svc, ep, err}
 		}()
 		return out
 	}
-	pick := func() *service { return w.services[subscribed[rng.IntN(len(subscribed))]] }
+	picked := 0
+	pick := func() (*workload, *service) {
+		w := clusters[picked%len(clusters)]
+		picked++
+		return w, w.services[subscribed[rng.IntN(len(subscribed))]]
+	}
 
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
 	ph := newChurnPhase(tr, cfg)
@@ -510,10 +548,10 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 		}
 		cur := p
 		ph.change(ctx, i, cur.svc.idx, func(expect func(key string)) (time.Time, error) {
-			return w.appendEndpoint(ctx, cur.svc, cur.ep, func() { expect(cur.ep.Addresses[0]) })
+			return cur.w.appendEndpoint(ctx, cur.svc, cur.ep, func() { expect(cur.ep.Addresses[0]) })
 		})
 	}
-	return ph.result(ctx, w.services)
+	return ph.result(ctx, r.workload.services)
 }
 
 // runRouteChurn changes the weights of one subscribed service's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,8 +69,11 @@ type adsClient struct {
 	routeSplit    map[string]string   // route configuration -> splitKey
 	clusterEDS    map[string]string   // cluster -> EDS service name
 	// Per ClusterLoadAssignment, the addresses that take traffic.
-	clas      map[string]map[string]struct{}
-	converged bool
+	clas map[string]map[string]struct{}
+	// wantEndpoints is how many addresses taking traffic each service
+	// has once every cluster's endpoints are in; 0 asks for none.
+	wantEndpoints int
+	converged     bool
 
 	opened time.Time
 }
@@ -246,6 +250,35 @@ func (c *adsClient) complete() bool {
 	}
 	for _, n := range c.subs[3] {
 		if _, ok := c.clas[n]; !ok {
+			return false
+		}
+	}
+	return c.holdsEveryEndpoint()
+}
+
+// holdsEveryEndpoint says whether each service's load assignments (one,
+// or one per subset) hold wantEndpoints addresses between them: with
+// several clusters, a client holding one cluster's endpoints only has not
+// converged.
+func (c *adsClient) holdsEveryEndpoint() bool {
+	if c.wantEndpoints == 0 {
+		return true
+	}
+	byHost := map[string]map[string]struct{}{}
+	for name, addrs := range c.clas {
+		// outbound|<port>|<subset>|<host>
+		host := name[strings.LastIndexByte(name, '|')+1:]
+		set := byHost[host]
+		if set == nil {
+			set = map[string]struct{}{}
+			byHost[host] = set
+		}
+		for a := range addrs {
+			set[a] = struct{}{}
+		}
+	}
+	for _, set := range byHost {
+		if len(set) < c.wantEndpoints {
 			return false
 		}
 	}

@@ -270,15 +270,7 @@ type profiler struct {
 // debugAddr is where meshpilot serves /debug/: --debug-addr when the
 // arguments set it, else the HTTP address.
 func debugAddr(args []string, httpAddr string) string {
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--debug-addr="); ok && v != "" {
-			return v
-		}
-		if a == "--debug-addr" && i+1 < len(args) && args[i+1] != "" {
-			return args[i+1]
-		}
-	}
-	return httpAddr
+	return argValue(args, "debug-addr", httpAddr)
 }
 
 // fetch saves /debug/pprof/<path> as file.

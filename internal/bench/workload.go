@@ -62,6 +62,10 @@ type workload struct {
 	writes   atomic.Int64
 	// istio writes the traffic rules (Config.TrafficRules).
 	istio istioclient.Interface
+
+	// addrOffset moves this cluster's addresses into a range of its own
+	// (clusters.go).
+	addrOffset uint32
 }
 
 func newWorkload(client kubernetes.Interface, cfg *Config) *workload {
@@ -85,8 +89,11 @@ func (w *workload) namespace(i int) string { return fmt.Sprintf("%s-%d", w.cfg.P
 // zone of node i: nodes are spread over three zones of one region.
 func zone(node int) string { return fmt.Sprintf("%s-%c", region, 'a'+node%3) }
 
-func (w *workload) newAddr() string {
-	n := addrBase + w.nextAddr.Add(1)
+func (w *workload) newAddr() string { return w.addrAt(w.nextAddr.Add(1)) }
+
+// addrAt is the n-th address of the workload.
+func (w *workload) addrAt(n uint32) string {
+	n += addrBase + w.addrOffset
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], n)
 	return netip.AddrFrom4(b).String()

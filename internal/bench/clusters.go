@@ -1,0 +1,263 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/meshpilot/meshpilot/internal/multicluster"
+	"github.com/meshpilot/meshpilot/internal/testenv"
+)
+
+// With Config.Clusters above 1 the run is a multicluster mesh. The API
+// server meshpilot is given is the first cluster (its --cluster-id); every
+// other cluster gets an API server of its own, started for the run, with
+// the same services (same names and namespaces, so one hostname each) and
+// as many endpoints of its own, from an address range of its own, so that
+// each hostname's endpoints are the union over the clusters. meshpilot
+// reaches them through one remote Secret per cluster in its system
+// namespace, as `istioctl create-remote-secret` writes it. Clients count
+// as converged when they hold every cluster's endpoints, and churn adds
+// endpoints in each cluster in turn.
+
+// maxClusters bounds Config.Clusters: each cluster's endpoint addresses
+// are one /12 of 10.128.0.0/9 (clusterAddrBits).
+const maxClusters = 8
+
+// clusterAddrBits: cluster i's addresses start at addrBase + i<<20, a
+// million per cluster.
+const clusterAddrBits = 20
+
+// defaultSystemNamespace is meshpilot's --system-namespace default, where
+// it looks for remote Secrets.
+const defaultSystemNamespace = "meshpilot-system"
+
+// remoteCluster is a cluster besides meshpilot's own.
+type remoteCluster struct {
+	id  string
+	env *testenv.Env
+	w   *workload
+}
+
+// remoteClusterID names the cluster of index i (0 is meshpilot's own).
+func remoteClusterID(i int) string { return fmt.Sprintf("cluster-%d", i+1) }
+
+// remoteClusters are the clusters of a run besides meshpilot's own, in
+// order.
+type remoteClusters []*remoteCluster
+
+// startRemoteClusters starts an API server per cluster besides the first,
+// writes the workload into each and a remote Secret for each into the
+// system namespace of local, meshpilot's cluster. stop deletes the
+// Secrets and stops the API servers; it is to be called once meshpilot
+// has stopped, also when err is set.
+func startRemoteClusters(ctx context.Context, cfg *Config, local kubernetes.Interface, logf func(string, ...any)) (rcs remoteClusters, stop func(), err error) {
+	var secrets []string
+	system := argValue(cfg.MeshpilotArgs, "system-namespace", defaultSystemNamespace)
+	stop = func() {
+		for _, name := range secrets {
+			// The context may have ended: the API server should still
+			// lose the Secret, or a later run against it would reach
+			// for this run's stopped API servers.
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := local.CoreV1().Secrets(system).Delete(dctx, name, metav1.DeleteOptions{}); err != nil {
+				logf("deleting remote Secret %s/%s: %v", system, name, err)
+			}
+			cancel()
+		}
+		for _, rc := range rcs {
+			logf("stopping the API server of %s", rc.id)
+			if err := rc.env.Stop(); err != nil {
+				logf("stopping the API server of %s: %v", rc.id, err)
+			}
+		}
+	}
+	for i := 1; i < cfg.Clusters; i++ {
+		id := remoteClusterID(i)
+		logf("starting etcd and kube-apiserver of %s", id)
+		env, err := testenv.Start()
+		if err != nil {
+			return rcs, stop, fmt.Errorf("starting the API server of %s: %w", id, err)
+		}
+		rc := &remoteCluster{id: id, env: env}
+		rcs = append(rcs, rc)
+		kc, err := kubernetes.NewForConfig(fastWrites(env.Config))
+		if err != nil {
+			return rcs, stop, err
+		}
+		rc.w = newWorkload(kc, cfg)
+		rc.w.addrOffset = uint32(i) << clusterAddrBits
+		logf("writing the same services into %s, endpoints from %s", id, rc.w.addrAt(1))
+		if err := rc.w.setup(ctx); err != nil {
+			return rcs, stop, fmt.Errorf("writing the workload of %s: %w", id, err)
+		}
+	}
+	if err := ensureNamespace(ctx, local, system); err != nil {
+		return rcs, stop, err
+	}
+	for _, rc := range rcs {
+		s, err := remoteSecret(rc.id, system, rc.env.Kubeconfig)
+		if err != nil {
+			return rcs, stop, err
+		}
+		if _, err := local.CoreV1().Secrets(system).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			return rcs, stop, fmt.Errorf("writing the remote Secret of %s: %w", rc.id, err)
+		}
+		secrets = append(secrets, s.Name)
+		logf("wrote remote Secret %s/%s", system, s.Name)
+	}
+	return rcs, stop, nil
+}
+
+// fastWrites is cfg with a client-side rate limit high enough for the
+// setup's writes.
+func fastWrites(cfg *rest.Config) *rest.Config {
+	rc := rest.CopyConfig(cfg)
+	rc.QPS, rc.Burst = 5000, 10000
+	return rc
+}
+
+// remoteSecret is the Secret that gives meshpilot cluster id, as
+// `istioctl create-remote-secret` writes it: named after the cluster,
+// labelled istio/multiCluster=true, one data key (the cluster ID) holding
+// a kubeconfig of the cluster's API server.
+func remoteSecret(id, namespace, kubeconfigPath string) (*corev1.Secret, error) {
+	kc, err := os.ReadFile(kubeconfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig of %s: %w", id, err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "istio-remote-secret-" + id, Namespace: namespace,
+			Labels:      map[string]string{multicluster.Label: multicluster.LabelValue},
+			Annotations: map[string]string{"networking.istio.io/cluster": id},
+		},
+		Data: map[string][]byte{id: kc},
+	}, nil
+}
+
+func ensureNamespace(ctx context.Context, c kubernetes.Interface, name string) error {
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return wrap(err, "creating namespace %s", name)
+}
+
+// writes counts the API writes of every remote workload.
+func (rcs remoteClusters) writes() int64 {
+	var n int64
+	for _, rc := range rcs {
+		n += rc.w.writes.Load()
+	}
+	return n
+}
+
+// workloads are the workloads of every cluster, local first.
+func (rcs remoteClusters) workloads(local *workload) []*workload {
+	out := []*workload{local}
+	for _, rc := range rcs {
+		out = append(out, rc.w)
+	}
+	return out
+}
+
+// await polls meshpilot's /debug/endpointz at base until its model holds
+// want endpoints of every remote cluster: meshpilot's readiness does not
+// wait for remote clusters, and clients opened before they are in would
+// measure their sync rather than convergence.
+func (rcs remoteClusters) await(ctx context.Context, base string, want int, timeout time.Duration) error {
+	if len(rcs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 30 * time.Second}
+	var last string
+	for {
+		counts, err := endpointsByCluster(ctx, client, base)
+		if err == nil {
+			missing := false
+			for _, rc := range rcs {
+				if counts[rc.id] < want {
+					missing = true
+					last = fmt.Sprintf("%s has %d of %d endpoints in meshpilot", rc.id, counts[rc.id], want)
+					break
+				}
+			}
+			if !missing {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remote clusters not in meshpilot's model in time: %s", last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// endpointsByCluster counts the endpoints of meshpilot's model by the
+// cluster that gave them ("" for the local one).
+func endpointsByCluster(ctx context.Context, client *http.Client, base string) (map[string]int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/endpointz", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", req.URL, resp.Status)
+	}
+	// Only what is counted of debug.ServiceEndpoints.
+	var svcs []struct {
+		Ports []struct {
+			Endpoints []struct {
+				ClusterID string `json:"clusterID"`
+			} `json:"endpoints"`
+		} `json:"ports"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&svcs); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", req.URL, err)
+	}
+	counts := map[string]int{}
+	for _, s := range svcs {
+		for _, p := range s.Ports {
+			for _, e := range p.Endpoints {
+				counts[e.ClusterID]++
+			}
+		}
+	}
+	return counts, nil
+}
+
+// argValue is the value of meshpilot flag --name in args (the last one
+// given, as meshpilot reads them), or def when it is absent or empty.
+func argValue(args []string, name, def string) string {
+	v := def
+	for i, a := range args {
+		s, ok := strings.CutPrefix(a, "--"+name+"=")
+		if !ok && a == "--"+name && i+1 < len(args) {
+			s, ok = args[i+1], true
+		}
+		if ok && s != "" {
+			v = s
+		}
+	}
+	return v
+}
