@@ -19,7 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -116,6 +115,14 @@ type Controller struct {
 	// and namespaces are few and stripped of managed fields.
 	namespaces cache.SharedIndexInformer
 
+	// watchNamespaces are the namespaces of the namespaced informers
+	// ("" for all), sorted.
+	watchNamespaces []string
+	// live are the informers' caches, which reconcile reads.
+	live *indexes
+	// relisters let Relist interrupt each kind's watches (relist.go).
+	relisters map[string]*relister
+
 	registrations []cache.ResourceEventHandlerRegistration
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
 	synced        atomic.Bool
@@ -153,7 +160,11 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[serviceKey](),
 			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
-		observed: map[serviceKey]time.Time{},
+		observed:  map[serviceKey]time.Time{},
+		relisters: map[string]*relister{},
+	}
+	for _, k := range Kinds {
+		c.relisters[k] = newRelister()
 	}
 	for _, s := range opts.DiscoverySelectors {
 		sel, err := labels.Parse(s)
@@ -168,29 +179,28 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	c.watchNamespaces = namespaces
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), transform)
 		c.factories = append(c.factories, f)
 		scope := &namespacedInformers{
-			services: f.Core().V1().Services().Informer(),
-			slices:   f.Discovery().V1().EndpointSlices().Informer(),
-			pods:     f.Core().V1().Pods().Informer(),
+			services: c.informer(f, KindService, ns),
+			slices:   c.informer(f, KindEndpointSlice, ns),
+			pods:     c.informer(f, KindPod, ns),
 		}
-		if err := scope.slices.AddIndexers(cache.Indexers{
-			indexSliceByService: sliceServiceIndex,
-			indexSliceByRef:     sliceRefIndex,
-		}); err != nil {
+		if err := scope.slices.AddIndexers(sliceIndexers); err != nil {
 			return nil, err
 		}
-		if err := scope.pods.AddIndexers(cache.Indexers{indexPodByRef: podRefIndex}); err != nil {
+		if err := scope.pods.AddIndexers(podIndexers); err != nil {
 			return nil, err
 		}
 		c.scopes[ns] = scope
 	}
 	cluster := informers.NewSharedInformerFactoryWithOptions(client, 0, transform)
 	c.factories = append(c.factories, cluster)
-	c.nodes = cluster.Core().V1().Nodes().Informer()
-	c.namespaces = cluster.Core().V1().Namespaces().Informer()
+	c.nodes = c.informer(cluster, KindNode, metav1.NamespaceAll)
+	c.namespaces = c.informer(cluster, KindNamespace, metav1.NamespaceAll)
+	c.live = c.liveIndexes()
 	if err := c.addHandlers(); err != nil {
 		return nil, err
 	}
@@ -298,23 +308,11 @@ func (c *Controller) reconcile(key serviceKey) {
 	c.observedMu.Unlock()
 
 	hostname := model.ServiceHostname(key.name, key.namespace, c.opts.DomainSuffix)
-	scope := c.scopeFor(key.namespace)
-	if scope == nil || !c.namespaceSelected(key.namespace) {
+	svc, eps := c.build(c.live, key)
+	if svc == nil {
 		c.store.DeleteObserved(hostname, observed)
 		return
 	}
-	obj, exists, err := scope.services.GetIndexer().GetByKey(key.String())
-	if err != nil || !exists {
-		c.store.DeleteObserved(hostname, observed)
-		return
-	}
-	svc := kubeconv.ConvertService(obj.(*corev1.Service), c.opts.DomainSuffix)
-	objs, _ := scope.slices.GetIndexer().ByIndex(indexSliceByService, key.String())
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		slices = append(slices, o.(*discoveryv1.EndpointSlice))
-	}
-	eps := kubeconv.BuildEndpoints(svc, slices, kubeconv.EndpointLookup{Pod: c.pod, PodByIP: c.podByIP, Node: c.node, ClusterID: c.opts.ClusterID})
 	if c.store.UpdateObserved(svc, eps, observed) {
 		c.log.Debug("service updated", "service", hostname, "endpoints", len(eps))
 	}
@@ -328,24 +326,8 @@ func (c *Controller) scopeFor(namespace string) *namespacedInformers {
 	return c.scopes[namespace]
 }
 
-// namespaceSelected applies the discovery selectors in force. Without
-// selectors every watched namespace is selected.
-func (c *Controller) namespaceSelected(namespace string) bool {
-	sels := c.selection.selectors()
-	if len(sels) == 0 {
-		return true
-	}
-	return selects(sels, c.namespace(namespace))
-}
-
 // namespace returns the cached namespace, or nil.
-func (c *Controller) namespace(name string) *corev1.Namespace {
-	obj, exists, err := c.namespaces.GetIndexer().GetByKey(name)
-	if err != nil || !exists {
-		return nil
-	}
-	return obj.(*corev1.Namespace)
-}
+func (c *Controller) namespace(name string) *corev1.Namespace { return c.live.namespace(name) }
 
 // SetMeshDiscoverySelectors puts MeshConfig's discoverySelectors in force
 // beside those of Options.DiscoverySelectors (a namespace matching any of
@@ -371,44 +353,12 @@ func (c *Controller) SetMeshDiscoverySelectors(selectors []labels.Selector) {
 	c.log.Info("discovery selectors in force", "selectors", len(after), "fromMeshConfig", len(selectors))
 }
 
-func (c *Controller) pod(namespace, name string) *kubeconv.PodInfo {
-	scope := c.scopeFor(namespace)
-	if scope == nil {
-		return nil
-	}
-	obj, exists, err := scope.pods.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
-		return nil
-	}
-	return obj.(*kubeconv.PodInfo)
-}
-
-// podByIP applies PodForIP to the Pods cached under ip.
-func (c *Controller) podByIP(namespace, ip string) *kubeconv.PodInfo {
-	return kubeconv.PodForIP(namespace, func(yield func(*kubeconv.PodInfo) bool) {
-		for _, scope := range c.scopes {
-			objs, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, ip)
-			for _, o := range objs {
-				if !yield(o.(*kubeconv.PodInfo)) {
-					return
-				}
-			}
-		}
-	})
-}
-
-func (c *Controller) node(name string) *corev1.Node {
-	obj, exists, err := c.nodes.GetIndexer().GetByKey(name)
-	if err != nil || !exists {
-		return nil
-	}
-	return obj.(*corev1.Node)
-}
+func (c *Controller) node(name string) *corev1.Node { return c.live.node(name) }
 
 // WorkloadByIP returns the pod that holds ip (see PodForIP; of any
 // namespace), read live from the cache.
 func (c *Controller) WorkloadByIP(ip string) *model.Workload {
-	p := c.podByIP(metav1.NamespaceAll, ip)
+	p := c.live.podByIP(metav1.NamespaceAll, ip)
 	if p == nil {
 		return nil
 	}

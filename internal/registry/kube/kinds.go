@@ -1,0 +1,118 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
+)
+
+// The kinds the registry watches, named as OnInformerEvent names them.
+const (
+	KindService       = "Service"
+	KindEndpointSlice = "EndpointSlice"
+	KindPod           = "Pod"
+	KindNode          = "Node"
+	KindNamespace     = "Namespace"
+)
+
+// Kinds lists the watched kinds, those services are built from first.
+var Kinds = []string{KindService, KindEndpointSlice, KindPod, KindNode, KindNamespace}
+
+// listFunc lists one page of a kind (a pager.ListPageFunc).
+type listFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+
+// kindAPI is how one kind is listed and watched in a namespace ("" for
+// all namespaces, and for cluster-scoped kinds).
+type kindAPI struct {
+	example    runtime.Object
+	namespaced bool
+	list       func(client kubernetes.Interface, ns string) listFunc
+	watch      func(client kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// typedClient is the part of a typed client (CoreV1().Services(ns), ...)
+// informers use; L is its list type.
+type typedClient[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(kubernetes.Interface, string) typedClient[L]) kindAPI {
+	return kindAPI{
+		example: example, namespaced: namespaced,
+		list: func(c kubernetes.Interface, ns string) listFunc {
+			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return typed(c, ns).List(ctx, o)
+			}
+		},
+		watch: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return typed(c, ns).Watch
+		},
+	}
+}
+
+var kindAPIs = map[string]kindAPI{
+	KindService: newKindAPI(&corev1.Service{}, true, func(c kubernetes.Interface, ns string) typedClient[*corev1.ServiceList] {
+		return c.CoreV1().Services(ns)
+	}),
+	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c kubernetes.Interface, ns string) typedClient[*discoveryv1.EndpointSliceList] {
+		return c.DiscoveryV1().EndpointSlices(ns)
+	}),
+	KindPod: newKindAPI(&corev1.Pod{}, true, func(c kubernetes.Interface, ns string) typedClient[*corev1.PodList] {
+		return c.CoreV1().Pods(ns)
+	}),
+	KindNode: newKindAPI(&corev1.Node{}, false, func(c kubernetes.Interface, _ string) typedClient[*corev1.NodeList] {
+		return c.CoreV1().Nodes()
+	}),
+	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c kubernetes.Interface, _ string) typedClient[*corev1.NamespaceList] {
+		return c.CoreV1().Namespaces()
+	}),
+}
+
+// informer returns f's informer of kind, built on a ListerWatcher that
+// Relist can interrupt. It replaces the factory's generated informer
+// (f.Core().V1().Services().Informer() and the like), which offers no
+// such hook; the factory still starts, stops and transforms it.
+func (c *Controller) informer(f informers.SharedInformerFactory, kind, ns string) cache.SharedIndexInformer {
+	api := kindAPIs[kind]
+	return f.InformerFor(api.example, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc:  api.list(client, ns),
+			WatchFuncWithContext: api.watch(client, ns),
+		}, client)
+		return cache.NewSharedIndexInformer(c.relisters[kind].wrap(cache.ToListerWatcherWithContext(lw)),
+			api.example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	})
+}
+
+// ListPagers returns the pagers that list kind exactly as the informers
+// watch it (the same client and namespaces), one per watch scope, each
+// with pageSize items a page (client-go's pager default when 0).
+func (c *Controller) ListPagers(kind string, pageSize int64) []*pager.ListPager {
+	api, ok := kindAPIs[kind]
+	if !ok {
+		return nil
+	}
+	namespaces := []string{metav1.NamespaceAll}
+	if api.namespaced {
+		namespaces = c.watchNamespaces
+	}
+	out := make([]*pager.ListPager, 0, len(namespaces))
+	for _, ns := range namespaces {
+		p := pager.New(api.list(c.client, ns))
+		if pageSize > 0 {
+			p.PageSize = pageSize
+		}
+		out = append(out, p)
+	}
+	return out
+}
