@@ -23,6 +23,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/replicas"
 	"github.com/meshpilot/meshpilot/internal/server"
+	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
 type serveFlags struct {
@@ -43,6 +44,7 @@ type serveFlags struct {
 	maxConnAge         time.Duration
 	maxConnAgeGrace    time.Duration
 	maxClients         int
+	maxRequestNames    int
 	meshConfig         string
 	systemNamespace    string
 	clusterID          string
@@ -97,6 +99,7 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.IntVar(&f.maxClients, "max-clients", 0, "most xDS streams this replica serves; beyond it a new stream is refused at once (RESOURCE_EXHAUSTED) so that the client reconnects to another replica; 0 means no cap")
+	fl.IntVar(&f.maxRequestNames, "max-request-names", xds.DefaultMaxRequestNames, "most resource names one xDS request may carry (a delta request's subscribe and unsubscribe lists together, and what a delta stream subscribes to of one type); a request beyond it ends its stream with INVALID_ARGUMENT (REST: 400), logged once per client")
 	fl.BoolVar(&f.balance, "balance", false, "publish this replica's xDS client count in a Lease of --system-namespace (or the Pod's namespace) and shed the clients it holds beyond its fair share (all replicas' clients / live replicas) so that they reconnect to other replicas")
 	fl.Float64Var(&f.balanceTolerance, "balance-tolerance", replicas.DefaultTolerance, "with --balance, how far above the fair share a replica may hold clients before it sheds (0.2: 20 %)")
 	fl.Float64Var(&f.shedRate, "shed-rate", replicas.DefaultShedRate, "with --balance, the most xDS streams shed per second; a stream open for less than 30s is never shed")
@@ -128,6 +131,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
+	}
+	if f.maxRequestNames <= 0 {
+		return fmt.Errorf("invalid --max-request-names %d: use 1 or more", f.maxRequestNames)
 	}
 	if f.from != "" {
 		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance"} {
@@ -238,6 +244,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
 		MaxClients:            f.maxClients,
+		MaxRequestNames:       f.maxRequestNames,
 		Metrics:               m,
 		Mesh:                  mesh,
 		Policies:              ps,

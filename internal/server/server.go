@@ -69,6 +69,10 @@ type Options struct {
 	// ResourceExhausted, so that the client reconnects through the Service
 	// to another replica. Zero means no cap.
 	MaxClients int
+	// MaxRequestNames bounds the resource names of one xDS request
+	// (xds.Options.MaxRequestNames); xds.DefaultMaxRequestNames when
+	// zero.
+	MaxRequestNames int
 	// Metrics receives the server's metrics; New makes a set when nil.
 	// Pass one to share it with the registry (kube.Options.QueueMetrics,
 	// OnInformerEvent).
@@ -161,6 +165,8 @@ func New(opts Options) (*Server, error) {
 		MaxClients:     opts.MaxClients,
 		Logger:         opts.Logger,
 		Observer:       opts.Metrics,
+
+		MaxRequestNames: opts.MaxRequestNames,
 	})
 	s.metrics.WatchRegistry(registry.Len)
 	s.metrics.WatchClients(s.xds.ClientCounts)
@@ -189,6 +195,8 @@ func New(opts Options) (*Server, error) {
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(8 << 10),
 	}
+	// The receive limit (xds.MaxRequestBytes).
+	grpcOpts = append(grpcOpts, xds.GRPCServerOptions()...)
 	if opts.MaxConnectionAge > 0 {
 		if opts.MaxConnectionAgeGrace <= 0 {
 			opts.MaxConnectionAgeGrace = DefaultMaxConnectionAgeGrace

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"strconv"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -40,19 +41,17 @@ func (s *Server) newProtocolServer() serverv3.Server {
 		StreamClosedFunc:      func(id int64, _ *core.Node) { s.closed(id, false) },
 		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.closed(id, true) },
 		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			s.request(clientRequest{
+			return s.request(clientRequest{
 				stream: id, node: req.GetNode(), typeURL: req.GetTypeUrl(), names: req.GetResourceNames(),
 				version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
 			})
-			return nil
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			s.request(clientRequest{
+			return s.request(clientRequest{
 				stream: id, delta: true, node: req.GetNode(), typeURL: req.GetTypeUrl(),
 				names: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
 				nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
 			})
-			return nil
 		},
 		StreamResponseFunc: func(ctx context.Context, id int64, _ *discovery.DiscoveryRequest, out *discovery.DiscoveryResponse) {
 			s.tracker.sotwSent(ctx, id, out)
@@ -60,9 +59,12 @@ func (s *Server) newProtocolServer() serverv3.Server {
 		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, out *discovery.DeltaDiscoveryResponse) {
 			s.tracker.deltaSentFunc(id, out)
 		},
-		FetchRequestFunc: func(context.Context, *discovery.DiscoveryRequest) error {
+		FetchRequestFunc: func(_ context.Context, req *discovery.DiscoveryRequest) error {
 			if !s.ready() {
 				return errNotReady
+			}
+			if err := s.limits.check(req.GetResourceNames(), nil, req.GetNode()); err != nil {
+				return s.refuse("rest", req.GetNode().GetId(), req.GetTypeUrl(), err)
 			}
 			return nil
 		},
@@ -115,14 +117,36 @@ type clientRequest struct {
 	nack               *statuspb.Status
 }
 
-// request records who is on a stream and what it asks for, and logs and
-// counts NACKs.
-func (s *Server) request(req clientRequest) {
+// request refuses a request beyond the limits (limits.go), which ends
+// the stream; it records who is on a stream and what it asks for, and
+// logs and counts NACKs.
+func (s *Server) request(req clientRequest) error {
+	if err := s.limits.check(req.names, req.unsubscribe, req.node); err != nil {
+		nodeID := req.node.GetId()
+		if req.node == nil {
+			nodeID = s.tracker.nodeID(streamKey{req.stream, req.delta})
+		}
+		return s.refuse(req.streamName(), nodeID, req.typeURL, err)
+	}
 	r := s.tracker.request(req)
+	if req.delta {
+		if err := s.limits.checkSubscribed(r.subscribed); err != nil {
+			return s.refuse(req.streamName(), r.nodeID, req.typeURL, err)
+		}
+	}
 	if r.nack {
 		s.nacks.Add(1)
 		s.log.Warn("xds: client rejected configuration", "client", r.nodeID, "stream", req.stream,
 			"type", s.tracker.shortType(req.typeURL), "version", req.version, "nonce", req.nonce,
 			"error", req.nack.GetMessage())
 	}
+	return nil
+}
+
+// streamName names the stream in logs as /debug/syncz numbers it.
+func (r *clientRequest) streamName() string {
+	if r.delta {
+		return "delta/" + strconv.FormatInt(r.stream, 10)
+	}
+	return "sotw/" + strconv.FormatInt(r.stream, 10)
 }

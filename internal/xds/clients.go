@@ -230,10 +230,22 @@ func (c *clientTracker) close(id int64, delta bool) {
 	c.mu.Unlock()
 }
 
-// requestResult says what a request meant, for the caller's log.
+// requestResult says what a request meant, for the caller's log and
+// limits: subscribed is the size of the type's subscription after it.
 type requestResult struct {
-	nodeID string
-	nack   bool
+	nodeID     string
+	nack       bool
+	subscribed int
+}
+
+// nodeID is the id of the node on a stream, once a request named it.
+func (c *clientTracker) nodeID(k streamKey) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ci := c.clients[k]; ci != nil {
+		return ci.NodeID
+	}
+	return ""
 }
 
 // request records a request: who is on the stream, what it subscribes to,
@@ -281,7 +293,7 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 	}
 	// gRPC clients never get everything: an empty list means nothing.
 	ts.Wildcard = ts.Wildcard && !ci.GRPC
-	res := requestResult{nodeID: ci.NodeID}
+	res := requestResult{nodeID: ci.NodeID, subscribed: len(ts.Subscribed)}
 	var ack, nack bool
 	var sinceChange time.Duration
 	if p := ts.pending; p != nil && nonce != "" && nonce == p.Nonce {

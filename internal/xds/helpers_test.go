@@ -75,7 +75,7 @@ func startServer(t testing.TB, store *model.Store, opts ...serverOpt) *testServe
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(GRPCServerOptions()...)
 	s.Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(func() {

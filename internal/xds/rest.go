@@ -11,13 +11,16 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // RESTHandler serves REST-JSON discovery as Envoy's REST API type expects:
 // POST /v3/discovery:clusters, :endpoints, :listeners, :routes with a JSON
 // DiscoveryRequest. It answers 304 when the request's version_info is
-// current and 503 until the model is ready.
+// current, 503 until the model is ready, and 400 for a request beyond
+// the limits (limits.go) or a body over MaxRequestBytes.
 func (s *Server) RESTHandler() http.Handler {
 	gw := &serverv3.HTTPGateway{Server: s.xds}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,8 +39,14 @@ func (s *Server) RESTHandler() http.Handler {
 			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
 			return
 		}
+		// The gateway reads the whole body: bound it as gRPC bounds a
+		// request (a longer body fails as unreadable, 400).
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
 		body, code, err := gw.ServeHTTP(r)
 		if err != nil {
+			if status.Code(err) == codes.InvalidArgument {
+				code = http.StatusBadRequest // a request beyond the limits
+			}
 			http.Error(w, err.Error(), code)
 			return
 		}

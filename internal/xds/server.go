@@ -49,6 +49,13 @@ type Options struct {
 	// beyond it is refused at once with ResourceExhausted, so that the
 	// client retries through the Service and reaches another replica.
 	MaxClients int
+	// MaxRequestNames bounds the resource names of one request (a delta
+	// request's subscribe and unsubscribe lists together, and what a
+	// delta stream subscribes to of a type), MaxNodeBytes the encoded
+	// size of a request's node: a request beyond them ends its stream
+	// with InvalidArgument (REST: 400), logged once per client and
+	// interval. Zero: DefaultMaxRequestNames, DefaultMaxNodeBytes.
+	MaxRequestNames, MaxNodeBytes int
 	// Logger receives NACKs and errors; slog.Default() when nil.
 	Logger *slog.Logger
 	// Observer, when set, is told of every response, ACK and NACK.
@@ -85,6 +92,11 @@ type Server struct {
 	nacks  atomic.Uint64
 	// refused counts streams refused at open.
 	refused *refusals
+	// limits bound each request; refusedRequests counts those beyond
+	// them and refusedLog says which to log.
+	limits          requestLimits
+	refusedRequests atomic.Uint64
+	refusedLog      *clientLog
 	// shed holds the handles that close ADS streams from outside, and
 	// shedCount counts the streams closed so.
 	shed      shedStreams
@@ -105,12 +117,14 @@ func NewServer(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		prefix:  versionPrefix(),
-		watches: newWatchIndex(),
-		tracker: newClientTracker(opts.Observer),
-		refused: &refusals{log: opts.Logger, every: refusalLogEvery},
+		opts:       opts,
+		log:        opts.Logger,
+		prefix:     versionPrefix(),
+		watches:    newWatchIndex(),
+		tracker:    newClientTracker(opts.Observer),
+		refused:    &refusals{log: opts.Logger, every: refusalLogEvery},
+		limits:     requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
+		refusedLog: newClientLog(clientLogEvery, clientLogMax),
 	}
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {

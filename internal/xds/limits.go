@@ -1,0 +1,132 @@
+package xds
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// What one request may carry. A request is held while it is handled and
+// a node for as long as its stream lives (go-control-plane keeps the
+// latest, the client tracker what it read of it), so without bounds one
+// client could make the server hold as much as it cares to send.
+const (
+	// MaxRequestBytes bounds one request as received: gRPC's receive
+	// limit (grpc.MaxRecvMsgSize, set to it by the server package) and
+	// a REST request's body. It is gRPC's own default, made explicit:
+	// room for DefaultMaxRequestNames names of 400 bytes each, or a node
+	// of DefaultMaxNodeBytes many times over.
+	MaxRequestBytes = 4 << 20
+	// DefaultMaxRequestNames bounds the resource names of one request
+	// (Options.MaxRequestNames): a gRPC client names the listeners,
+	// routes, clusters and endpoint assignments it uses, a few per
+	// service it calls, and Envoy subscribes to everything with none.
+	DefaultMaxRequestNames = 10_000
+	// DefaultMaxNodeBytes bounds a request's node, its metadata
+	// included (Options.MaxNodeBytes): an Istio sidecar's node is a few
+	// KiB (labels, annotations, platform metadata).
+	DefaultMaxNodeBytes = 64 << 10
+)
+
+// requestLimits are what one request may carry; zero fields take the
+// defaults.
+type requestLimits struct {
+	names     int // resource names, subscribed and unsubscribed together
+	nodeBytes int // the node's encoded size
+}
+
+func (l requestLimits) withDefaults() requestLimits {
+	if l.names <= 0 {
+		l.names = DefaultMaxRequestNames
+	}
+	if l.nodeBytes <= 0 {
+		l.nodeBytes = DefaultMaxNodeBytes
+	}
+	return l
+}
+
+// check says why a request is refused, or nil. A delta request's
+// subscribe and unsubscribe lists count together: both are held and
+// walked. A request without a node (every one but the first, usually)
+// has nothing to measure there.
+func (l requestLimits) check(names, unsubscribe []string, node *core.Node) *limitError {
+	if n := len(names) + len(unsubscribe); n > l.names {
+		return &limitError{what: "resource names", got: n, limit: l.names, flag: "--max-request-names"}
+	}
+	if node != nil {
+		if n := proto.Size(node); n > l.nodeBytes {
+			return &limitError{what: "bytes of node", got: n, limit: l.nodeBytes}
+		}
+	}
+	return nil
+}
+
+// checkSubscribed bounds what a delta stream subscribes to over many
+// requests, each within the limit: n is the subscription's size once
+// the request is applied.
+func (l requestLimits) checkSubscribed(n int) *limitError {
+	if n > l.names {
+		return &limitError{what: "resource names subscribed on the stream", got: n, limit: l.names, flag: "--max-request-names"}
+	}
+	return nil
+}
+
+// limitError is a request beyond a limit. The client gets it as
+// InvalidArgument (HTTP 400 over REST): the same request will never
+// pass, so retrying it is pointless.
+type limitError struct {
+	what       string
+	got, limit int
+	// flag is the option that sets the limit, if one does.
+	flag string
+}
+
+func (e *limitError) Error() string {
+	msg := "meshpilot: request refused: " + strconv.Itoa(e.got) + " " + e.what + ", more than the limit of " + strconv.Itoa(e.limit)
+	if e.flag != "" {
+		msg += " (" + e.flag + ")"
+	}
+	return msg
+}
+
+// GRPCStatus makes the error InvalidArgument for gRPC, and for the REST
+// handler, which reads the code through the gateway's wrapping.
+func (e *limitError) GRPCStatus() *status.Status {
+	return status.New(codes.InvalidArgument, e.Error())
+}
+
+// reason is the refusal in a log line's words.
+func (e *limitError) reason() string {
+	return fmt.Sprintf("%d %s, limit %d", e.got, e.what, e.limit)
+}
+
+// refuse logs a request beyond a limit, once per client and interval
+// (clientLog), counts it, and returns the error that ends the stream (or
+// fails the REST request). stream is empty for REST.
+func (s *Server) refuse(stream string, nodeID, typeURL string, err *limitError) error {
+	s.refusedRequests.Add(1)
+	id := logID(nodeID)
+	if ok, unlogged := s.refusedLog.event(id, time.Now()); ok {
+		s.log.Warn("xds: refusing a request beyond the limits", "client", id, "stream", stream,
+			"type", s.tracker.shortType(typeURL), "reason", err.reason(),
+			"unlogged_since_last_line", unlogged, "next_line_for_this_client_after", s.refusedLog.every)
+	}
+	return err
+}
+
+// RefusedRequests returns how many requests were refused for going
+// beyond a limit.
+func (s *Server) RefusedRequests() uint64 { return s.refusedRequests.Load() }
+
+// GRPCServerOptions are the options the gRPC server serving xDS needs:
+// its receive limit, MaxRequestBytes. gRPC ends a stream whose request
+// is longer with ResourceExhausted before it is parsed.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}
+}
