@@ -416,6 +416,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(remotes) > 0 {
+			churn.ByCluster = churnByCluster(churn, remotes.ids(cfg.MeshpilotArgs))
+		}
 		res.Churn = churn
 		res.snapshot(proc, "churn")
 		waitChurnProfile()
@@ -801,10 +804,8 @@ func (t *tracker) churn(changes []*change, services []*service, start time.Time,
 	}
 	d := newDist(lat)
 	r.P50MS, r.P90MS, r.P99MS, r.MaxMS, r.MeanMS = d.p(50), d.p(90), d.p(99), d.p(100), d.mean()
-	fs := newDist(fromStart)
-	r.FromWriteStart = Percentiles{P50MS: fs.p(50), P90MS: fs.p(90), P99MS: fs.p(99), MaxMS: fs.p(100)}
-	ws := newDist(writes)
-	r.SliceWrite = Percentiles{P50MS: ws.p(50), P90MS: ws.p(90), P99MS: ws.p(99), MaxMS: ws.p(100)}
+	r.FromWriteStart = percentiles(fromStart)
+	r.SliceWrite = percentiles(writes)
 	return r
 }
 

@@ -2,9 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -244,6 +248,76 @@ func endpointsByCluster(ctx context.Context, client *http.Client, base string) (
 		}
 	}
 	return counts, nil
+}
+
+// ClusterChurn is the share of endpoint churn made in one cluster: its
+// changes and their latency to every subscribed client.
+type ClusterChurn struct {
+	Cluster string `json:"cluster"`
+	Changes int    `json:"changes"`
+	Pairs   int    `json:"pairs"`
+	Misses  int    `json:"misses"`
+	// FromWriteStart and FromWriteReturn are as in ChurnResult.
+	FromWriteStart  Percentiles `json:"from_write_start"`
+	FromWriteReturn Percentiles `json:"from_write_return"`
+}
+
+// churnByCluster splits churn's changes by the cluster whose address
+// range holds their endpoint; ids name the clusters in order.
+func churnByCluster(r *ChurnResult, ids []string) []ClusterChurn {
+	out := make([]ClusterChurn, len(ids))
+	fromStart := make([][]time.Duration, len(ids))
+	fromReturn := make([][]time.Duration, len(ids))
+	for _, rec := range r.PerChange {
+		a, err := netip.ParseAddr(rec.Address)
+		if err != nil || !a.Is4() {
+			continue
+		}
+		i := int((binary.BigEndian.Uint32(a.AsSlice()) - addrBase) >> clusterAddrBits)
+		if i < 0 || i >= len(ids) {
+			continue
+		}
+		out[i].Changes++
+		for _, f := range rec.FromStartMS {
+			out[i].Pairs++
+			if f < 0 {
+				out[i].Misses++
+				continue
+			}
+			fromStart[i] = append(fromStart[i], msDuration(f))
+			fromReturn[i] = append(fromReturn[i], msDuration(f-rec.WriteMS))
+		}
+	}
+	for i := range out {
+		out[i].Cluster = ids[i]
+		out[i].FromWriteStart = percentiles(fromStart[i])
+		out[i].FromWriteReturn = percentiles(fromReturn[i])
+	}
+	return out
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+func percentiles(d []time.Duration) Percentiles {
+	s := newDist(d)
+	return Percentiles{P50MS: s.p(50), P90MS: s.p(90), P99MS: s.p(99), MaxMS: s.p(100)}
+}
+
+// ids names every cluster, local (meshpilot's --cluster-id) first.
+func (rcs remoteClusters) ids(args []string) []string {
+	out := []string{argValue(args, "cluster-id", model.DefaultClusterID)}
+	for _, rc := range rcs {
+		out = append(out, rc.id)
+	}
+	return out
+}
+
+// writeClusterRows adds a row per cluster under churn's in the summary.
+func writeClusterRows(tw io.Writer, ch *ChurnResult) {
+	for _, c := range ch.ByCluster {
+		fs := c.FromWriteStart
+		fmt.Fprintf(tw, "  %d changes in %s (%d pairs), from the write's start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", c.Changes, c.Cluster, c.Pairs, fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS, c.Misses)
+	}
 }
 
 // argValue is the value of meshpilot flag --name in args (the last one

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func TestSmallRunTwoClusters(t *testing.T) {
 		if !want.Contains(netip.MustParseAddr(rec.Address)) {
 			t.Errorf("change %d added %s, want an address of %s", i, rec.Address, want)
 		}
+	}
+	if bc := ch.ByCluster; len(bc) != 2 || bc[0].Cluster != "Kubernetes" || bc[1].Cluster != "cluster-2" ||
+		bc[0].Changes != 2 || bc[1].Changes != 2 || bc[0].Pairs+bc[1].Pairs != ch.Pairs || bc[0].Misses+bc[1].Misses != 0 {
+		t.Errorf("churn by cluster: %+v, want 2 changes in Kubernetes and 2 in cluster-2, every pair, no misses", bc)
 	}
 	// A later run against this API server must not find the Secret
 	// naming this run's stopped API server.
@@ -117,6 +122,26 @@ func TestClientWaitsForEveryClusterEndpoints(t *testing.T) {
 				t.Fatalf("holdsEveryEndpoint = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Churn's changes are split by the cluster whose address range holds
+// their endpoint; a miss counts in its cluster.
+func TestChurnByCluster(t *testing.T) {
+	r := &ChurnResult{PerChange: []ChangeRecord{
+		{Address: "10.128.0.7", WriteMS: 2, FromStartMS: []float64{3, 5}},
+		{Address: "10.144.0.1", WriteMS: 4, FromStartMS: []float64{9, -1}},
+		{Address: "10.144.0.2", WriteMS: 4, FromStartMS: []float64{6}},
+	}}
+	got := churnByCluster(r, []string{"Kubernetes", "cluster-2"})
+	want := []ClusterChurn{
+		{Cluster: "Kubernetes", Changes: 1, Pairs: 2,
+			FromWriteStart: Percentiles{P50MS: 3, P90MS: 5, P99MS: 5, MaxMS: 5}, FromWriteReturn: Percentiles{P50MS: 1, P90MS: 3, P99MS: 3, MaxMS: 3}},
+		{Cluster: "cluster-2", Changes: 2, Pairs: 3, Misses: 1,
+			FromWriteStart: Percentiles{P50MS: 6, P90MS: 9, P99MS: 9, MaxMS: 9}, FromWriteReturn: Percentiles{P50MS: 2, P90MS: 5, P99MS: 5, MaxMS: 5}},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("by cluster:\n got %+v\nwant %+v", got, want)
 	}
 }
 

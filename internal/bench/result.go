@@ -96,6 +96,9 @@ type ChurnResult struct {
 	SliceWrite Percentiles `json:"slice_write"`
 	// PerChange lists every change in order.
 	PerChange []ChangeRecord `json:"per_change"`
+	// ByCluster (Config.Clusters above 1) splits the changes by the
+	// cluster they were made in, meshpilot's own first.
+	ByCluster []ClusterChurn `json:"by_cluster,omitempty"`
 }
 
 // ChangeRecord is one endpoint addition.
@@ -183,6 +186,7 @@ func (r *Result) WriteSummary(out io.Writer) {
 		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 		ws := ch.SliceWrite
 		fmt.Fprintf(tw, "  the slice write itself\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ws.P50MS, ws.P90MS, ws.P99MS, ws.MaxMS)
+		writeClusterRows(tw, ch)
 	}
 	if ch := r.RouteChurn; ch != nil {
 		fs := ch.FromWriteStart
