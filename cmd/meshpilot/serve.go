@@ -206,7 +206,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.balance {
 		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
 	}
-	return serveRegistry(ctx, log, aggregate.Source{Name: "kubernetes", Controller: reg}, mesh, istio, f, m, besides...)
+	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, besides...)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of

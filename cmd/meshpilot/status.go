@@ -79,6 +79,9 @@ objects meshpilot read, as istioctl analyze does:
 
   Error [refused] (KIND NAMESPACE/NAME) FIELD: WHY
       the object is not applied; its last good version, if any, stays in force
+  Warning [ports-differ] (Service HOSTNAME) spec.ports: WHY
+      several clusters (or sources) define the service with different ports;
+      the first definition is served
   Info [ignored-for-grpc] (KIND NAMESPACE/NAME) FIELD: WHY
       proxyless gRPC clients do not get this field (WHY says what they get)
   Info [ignored-for-envoy] (KIND NAMESPACE/NAME) FIELD: WHY
@@ -87,7 +90,7 @@ objects meshpilot read, as istioctl analyze does:
 An object read from a file (serve --from) is named with its file, line and
 document. A summary line follows. The exit code is 79 when an object is
 refused (istioctl analyze's when it finds issues), 1 when the debug pages
-cannot be read, else 0.`,
+cannot be read, else 0 (warnings included).`,
 		Example: `  meshpilot status --server http://127.0.0.1:15014 config`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -95,7 +98,7 @@ cannot be read, else 0.`,
 			if err := getJSON(cmd.Context(), f, "/debug/configz", &z); err != nil {
 				return err
 			}
-			return printConfigProblems(cmd.OutOrStdout(), z.Objects)
+			return printConfigProblems(cmd.OutOrStdout(), z)
 		},
 	})
 	return cmd

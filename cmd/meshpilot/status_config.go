@@ -25,41 +25,55 @@ func (e exitError) ExitCode() int { return e.code }
 // problem is one line of `status config`.
 type problem struct {
 	level, code string
-	object      debug.ConfigObject
-	field       configstatus.Field
+	// subject names what the problem is about: "KIND NAMESPACE/NAME",
+	// with the file an object was read from, or "Service HOSTNAME".
+	subject string
+	field   configstatus.Field
 }
 
 func (p problem) String() string {
-	obj := p.object.Kind + " " + p.object.Namespace + "/" + p.object.Name
-	if p.object.Where != "" {
-		obj += " " + p.object.Where
-	}
-	return fmt.Sprintf("%s [%s] (%s) %s: %s", p.level, p.code, obj, p.field.Path, p.field.Why)
+	return fmt.Sprintf("%s [%s] (%s) %s: %s", p.level, p.code, p.subject, p.field.Path, p.field.Why)
 }
 
-// problems lists the problems of the objects as istioctl analyze lists
-// its messages: errors (refusals) first, then what a kind of client does
-// not get; each in object order.
-func problems(objects []debug.ConfigObject) []problem {
-	var errs, infos []problem
-	for _, o := range objects {
+// objectName names an object in a problem line.
+func objectName(o debug.ConfigObject) string {
+	obj := o.Kind + " " + o.Namespace + "/" + o.Name
+	if o.Where != "" {
+		obj += " " + o.Where
+	}
+	return obj
+}
+
+// problems lists the problems of the configuration as istioctl analyze
+// lists its messages: errors (refusals) first, then warnings (services
+// whose ports differ between clusters), then what a kind of client does
+// not get; each in object (or hostname) order.
+func problems(z debug.Configz) []problem {
+	var errs, warnings, infos []problem
+	for _, o := range z.Objects {
 		if o.Refused != nil {
-			errs = append(errs, problem{"Error", "refused", o, *o.Refused})
+			errs = append(errs, problem{"Error", "refused", objectName(o), *o.Refused})
 		}
 		for _, f := range o.IgnoredGRPC {
-			infos = append(infos, problem{"Info", "ignored-for-grpc", o, f})
+			infos = append(infos, problem{"Info", "ignored-for-grpc", objectName(o), f})
 		}
 		for _, f := range o.IgnoredEnvoy {
-			infos = append(infos, problem{"Info", "ignored-for-envoy", o, f})
+			infos = append(infos, problem{"Info", "ignored-for-envoy", objectName(o), f})
 		}
 	}
-	return append(errs, infos...)
+	for _, c := range z.ServiceConflicts {
+		warnings = append(warnings, problem{"Warning", "ports-differ", "Service " + string(c.Hostname),
+			configstatus.Field{Path: "spec.ports", Why: c.Why}})
+	}
+	return append(append(errs, warnings...), infos...)
 }
 
 // printConfigProblems prints one line per problem and a summary; the
-// error, when an object is refused, carries exitRefused.
-func printConfigProblems(w io.Writer, objects []debug.ConfigObject) error {
-	ps := problems(objects)
+// error, when an object is refused, carries exitRefused. Port conflicts
+// are warnings: they do not change the exit code.
+func printConfigProblems(w io.Writer, z debug.Configz) error {
+	objects := z.Objects
+	ps := problems(z)
 	for _, p := range ps {
 		if _, err := fmt.Fprintln(w, p); err != nil {
 			return err
@@ -76,6 +90,11 @@ func printConfigProblems(w io.Writer, objects []debug.ConfigObject) error {
 	if _, err := fmt.Fprintf(w, "%s: %d refused, %d partial, %d applied.\n", plural(len(objects), "Istio object"),
 		counts[configstatus.StateRefused], counts[configstatus.StatePartial], counts[configstatus.StateApplied]); err != nil {
 		return err
+	}
+	if n := len(z.ServiceConflicts); n > 0 {
+		if _, err := fmt.Fprintf(w, "%s with ports that differ between clusters: the first definition of each is served.\n", plural(n, "service")); err != nil {
+			return err
+		}
 	}
 	if n := counts[configstatus.StateRefused]; n > 0 {
 		return exitError{code: exitRefused, msg: fmt.Sprintf("%s refused: not applied, the last good version of each stays in force", plural(n, "object"))}

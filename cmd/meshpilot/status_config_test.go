@@ -38,19 +38,22 @@ func TestStatusConfig(t *testing.T) {
 		Refused:     &configstatus.Field{Path: "spec.host", Why: "wildcard hosts are not served yet"},
 		IgnoredGRPC: []configstatus.Field{{Path: "spec.trafficPolicy.loadBalancer.consistentHash.maglev", Why: "grpc-go has no Maglev; ring hash instead"}},
 	}}
+	conflict := debug.ServiceConflict{Hostname: "reviews.shop.svc.cluster.local", Served: "Kubernetes", DefinedBy: []string{"Kubernetes", "cluster-b"},
+		Why: `ports differ; the first definition, Kubernetes's, is served: port 8080 is named "grpc" in Kubernetes, "http" in cluster-b: none of cluster-b's endpoints serve it`}
 	for _, tc := range []struct {
-		name     string
-		entries  []configstatus.Entry
-		want     string
-		wantCode int
+		name      string
+		entries   []configstatus.Entry
+		conflicts []debug.ServiceConflict
+		want      string
+		wantCode  int
 	}{
-		{"no objects", nil, "✔ No problems found in 0 Istio objects.\n", 0},
-		{"all applied", []configstatus.Entry{applied}, "✔ No problems found in 1 Istio object.\n", 0},
-		{"fields ignored: information only", []configstatus.Entry{applied, partial},
+		{"no objects", nil, nil, "✔ No problems found in 0 Istio objects.\n", 0},
+		{"all applied", []configstatus.Entry{applied}, nil, "✔ No problems found in 1 Istio object.\n", 0},
+		{"fields ignored: information only", []configstatus.Entry{applied, partial}, nil,
 			"Info [ignored-for-grpc] (VirtualService shop/pay rules.yaml:12 (document 2)) spec.http[1].mirror: gRPC clients cannot mirror; the VirtualService is not sent to them\n" +
 				"Info [ignored-for-envoy] (VirtualService shop/pay rules.yaml:12 (document 2)) spec.http[0].fault.delay.exponentialDelay: deprecated, not translated\n" +
 				"2 Istio objects: 0 refused, 1 partial, 1 applied.\n", 0},
-		{"refused first", []configstatus.Entry{applied, refusedDR, refusedVS, partial},
+		{"refused first", []configstatus.Entry{applied, refusedDR, refusedVS, partial}, nil,
 			"Error [refused] (DestinationRule shop/wild) spec.host: wildcard hosts are not served yet\n" +
 				"Error [refused] (VirtualService shop/cart) spec.http[0].route: weights add up to 90, not 100\n" +
 				"Info [ignored-for-grpc] (DestinationRule shop/wild) spec.trafficPolicy.loadBalancer.consistentHash.maglev: grpc-go has no Maglev; ring hash instead\n" +
@@ -58,13 +61,25 @@ func TestStatusConfig(t *testing.T) {
 				"Info [ignored-for-envoy] (VirtualService shop/pay rules.yaml:12 (document 2)) spec.http[0].fault.delay.exponentialDelay: deprecated, not translated\n" +
 				"4 Istio objects: 2 refused, 1 partial, 1 applied.\n" +
 				"meshpilot: 2 objects refused: not applied, the last good version of each stays in force\n", exitRefused},
-		{"one refused", []configstatus.Entry{refusedVS},
+		{"one refused", []configstatus.Entry{refusedVS}, nil,
 			"Error [refused] (VirtualService shop/cart) spec.http[0].route: weights add up to 90, not 100\n" +
 				"1 Istio object: 1 refused, 0 partial, 0 applied.\n" +
 				"meshpilot: 1 object refused: not applied, the last good version of each stays in force\n", exitRefused},
+		{"ports that differ between clusters: a warning", []configstatus.Entry{applied}, []debug.ServiceConflict{conflict},
+			"Warning [ports-differ] (Service reviews.shop.svc.cluster.local) spec.ports: " + conflict.Why + "\n" +
+				"1 Istio object: 0 refused, 0 partial, 1 applied.\n" +
+				"1 service with ports that differ between clusters: the first definition of each is served.\n", 0},
+		{"warnings between errors and information", []configstatus.Entry{partial, refusedVS}, []debug.ServiceConflict{conflict},
+			"Error [refused] (VirtualService shop/cart) spec.http[0].route: weights add up to 90, not 100\n" +
+				"Warning [ports-differ] (Service reviews.shop.svc.cluster.local) spec.ports: " + conflict.Why + "\n" +
+				"Info [ignored-for-grpc] (VirtualService shop/pay rules.yaml:12 (document 2)) spec.http[1].mirror: gRPC clients cannot mirror; the VirtualService is not sent to them\n" +
+				"Info [ignored-for-envoy] (VirtualService shop/pay rules.yaml:12 (document 2)) spec.http[0].fault.delay.exponentialDelay: deprecated, not translated\n" +
+				"2 Istio objects: 1 refused, 1 partial, 0 applied.\n" +
+				"1 service with ports that differ between clusters: the first definition of each is served.\n" +
+				"meshpilot: 1 object refused: not applied, the last good version of each stays in force\n", exitRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := debugPages(t, map[string]any{"/debug/configz": debug.Configz{Objects: debug.ConfigObjects(tc.entries)}})
+			url := debugPages(t, map[string]any{"/debug/configz": debug.Configz{Objects: debug.ConfigObjects(tc.entries), ServiceConflicts: tc.conflicts}})
 			out, code := runStatus(t, "--server", url, "config")
 			if out != tc.want || code != tc.wantCode {
 				t.Fatalf("exit %d, output:\n%s\nwant exit %d, output:\n%s", code, out, tc.wantCode, tc.want)

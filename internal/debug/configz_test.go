@@ -1,6 +1,7 @@
 package debug
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 )
 
 // TestConfigzObjects pins the JSON of /debug/configz's objects, one
@@ -81,6 +83,60 @@ func TestConfigzPage(t *testing.T) {
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Fatalf("objects %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigzServiceConflicts pins the JSON of a port conflict between
+// the local cluster's registry and a remote cluster's: each named by its
+// cluster, the first served; and "serviceConflicts": [] without any.
+func TestConfigzServiceConflicts(t *testing.T) {
+	host := model.Hostname("reviews.shop.svc.cluster.local")
+	define := func(p model.Port) *model.Store {
+		s := model.NewStore()
+		s.Update(&model.Service{Hostname: host, Name: "reviews", Namespace: "shop", Ports: []model.Port{p}}, nil)
+		return s
+	}
+	local, remote := define(model.Port{Name: "grpc", Port: 8080, Protocol: model.GRPC}), define(model.Port{Name: "http", Port: 8080, Protocol: model.HTTP})
+	agg, err := aggregate.New(aggregate.Options{Sources: []aggregate.Source{
+		{Name: aggregate.LocalSource, Controller: local}, {Name: aggregate.RemoteSourcePrefix + "cluster-b", Controller: remote},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		conflicts func() []aggregate.PortConflict
+		local     string
+		want      string
+	}{
+		{"no conflicts", nil, "", `[]`},
+		{"the default local cluster", agg.PortConflicts, "", `[{"hostname":"reviews.shop.svc.cluster.local","served":"Kubernetes","definedBy":["Kubernetes","cluster-b"],` +
+			`"ports":{"Kubernetes":[{"name":"grpc","port":8080,"protocol":"GRPC"}],"cluster-b":[{"name":"http","port":8080,"protocol":"HTTP"}]},` +
+			`"why":"ports differ; the first definition, Kubernetes's, is served: port 8080 is named \"grpc\" in Kubernetes, \"http\" in cluster-b: none of cluster-b's endpoints serve it"}]`},
+		{"--cluster-id", agg.PortConflicts, "east", `[{"hostname":"reviews.shop.svc.cluster.local","served":"east","definedBy":["east","cluster-b"],` +
+			`"ports":{"cluster-b":[{"name":"http","port":8080,"protocol":"HTTP"}],"east":[{"name":"grpc","port":8080,"protocol":"GRPC"}]},` +
+			`"why":"ports differ; the first definition, east's, is served: port 8080 is named \"grpc\" in east, \"http\" in cluster-b: none of cluster-b's endpoints serve it"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			Register(mux, Options{Discovery: model.NewStore(), XDS: fakeXDS{}, PortConflicts: tc.conflicts, LocalClusterID: tc.local})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			code, body := get(t, srv.URL+"/debug/configz")
+			var z struct {
+				ServiceConflicts json.RawMessage `json:"serviceConflicts"`
+			}
+			if err := json.Unmarshal(body, &z); code != 200 || err != nil {
+				t.Fatalf("configz %d %v: %s", code, err, body)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, z.ServiceConflicts); err != nil {
+				t.Fatal(err)
+			}
+			if compact.String() != tc.want {
+				t.Fatalf("serviceConflicts\n got %s\nwant %s", compact.String(), tc.want)
 			}
 		})
 	}

@@ -3,16 +3,18 @@
 // pprof profiles. `meshpilot status` reads them.
 //
 //	/debug/registryz                  every service of the model
-//	/debug/endpointz                  endpoints per service and port, with health and locality
+//	/debug/endpointz                  endpoints per service and port, with health, locality and cluster
 //	/debug/syncz                      per xDS stream: client (its cluster: node metadata CLUSTER_ID), subscriptions,
 //	                                  sent/ACKed/NACKed per type
 //	/debug/config_dump?node=ID        the resources each stream of that node holds (ACKed), as protojson
 //	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored;
-//	                                  every Istio object and what became of it (Configz)
+//	                                  every Istio object and what became of it; the services whose
+//	                                  ports differ between clusters (Configz)
 //	/debug/pprof/                     Go profiles
 package debug
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -26,6 +28,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
 
@@ -47,6 +50,14 @@ type Options struct {
 	// Objects returns the status of every Istio object
 	// (configstatus.Reporter.List); none when nil.
 	Objects func() []configstatus.Entry
+	// PortConflicts returns the hostnames whose sources' ports differ
+	// (aggregate.Controller.PortConflicts); none when nil.
+	PortConflicts func() []aggregate.PortConflict
+	// LocalClusterID names the local cluster: on /debug/endpointz, the
+	// cluster of endpoints that name none; on /debug/configz, that of
+	// the local Kubernetes registry (aggregate.SourceLabel).
+	// model.DefaultClusterID when empty.
+	LocalClusterID string
 }
 
 // Configz is what /debug/configz shows. `meshpilot status config` and
@@ -57,6 +68,50 @@ type Configz struct {
 	// VirtualServices, ServiceEntries, WorkloadEntries), ordered by kind,
 	// namespace and name; [] when there are none.
 	Objects []ConfigObject `json:"objects"`
+	// ServiceConflicts are the hostnames defined with different ports by
+	// several clusters or sources, ordered by hostname; [] when there are
+	// none.
+	ServiceConflicts []ServiceConflict `json:"serviceConflicts"`
+}
+
+// ServiceConflict is one hostname that several sources define with ports
+// that differ in number, name or protocol (a Service of one name and
+// namespace in several clusters):
+//
+//	{"hostname": "reviews.shop.svc.cluster.local",
+//	 "served": "Kubernetes",                       // whose definition is served: the first
+//	 "definedBy": ["Kubernetes", "cluster-b"],     // by precedence
+//	 "ports": {"Kubernetes": [{"name": "grpc", "port": 8080, "protocol": "GRPC"}],
+//	           "cluster-b": [{"name": "http", "port": 8080, "protocol": "HTTP"}]},
+//	 "why": "ports differ; the first definition, Kubernetes's, is served: port 8080 is named ..."}
+//
+// A source is named by its cluster ID, remote or local (--cluster-id),
+// or, for the others, by its own name ("serviceentries", "files").
+type ServiceConflict struct {
+	Hostname  model.Hostname          `json:"hostname"`
+	Served    string                  `json:"served"`
+	DefinedBy []string                `json:"definedBy"`
+	Ports     map[string][]model.Port `json:"ports"`
+	Why       string                  `json:"why"`
+}
+
+// ServiceConflicts turns the aggregate's port conflicts into the page's,
+// each source named as aggregate.SourceLabel names it.
+func ServiceConflicts(conflicts []aggregate.PortConflict, localClusterID string) []ServiceConflict {
+	label := func(source string) string { return aggregate.SourceLabel(source, localClusterID) }
+	out := make([]ServiceConflict, 0, len(conflicts))
+	for _, c := range conflicts {
+		sc := ServiceConflict{Hostname: c.Hostname, Ports: map[string][]model.Port{}, Why: c.Why(label)}
+		for _, d := range c.Definitions {
+			sc.DefinedBy = append(sc.DefinedBy, label(d.Source))
+			sc.Ports[label(d.Source)] = d.Ports
+		}
+		if len(sc.DefinedBy) > 0 {
+			sc.Served = sc.DefinedBy[0]
+		}
+		out = append(out, sc)
+	}
+	return out
 }
 
 // ConfigObject is one Istio object and what became of it:
@@ -90,11 +145,12 @@ func ConfigObjects(entries []configstatus.Entry) []ConfigObject {
 
 // Register adds the debug pages to mux, under /debug/.
 func Register(mux *http.ServeMux, o Options) {
+	o.LocalClusterID = cmp.Or(o.LocalClusterID, model.DefaultClusterID)
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, o.Discovery.Services())
 	})
 	mux.HandleFunc("GET /debug/endpointz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, Endpointz(o.Discovery))
+		writeJSON(w, Endpointz(o.Discovery, o.LocalClusterID))
 	})
 	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, Syncz(o.XDS.Clients()))
@@ -125,7 +181,12 @@ func Register(mux *http.ServeMux, o Options) {
 		if o.Objects != nil {
 			objects = o.Objects()
 		}
-		writeJSON(w, Configz{MeshConfig: mesh, Objects: ConfigObjects(objects)})
+		var conflicts []aggregate.PortConflict
+		if o.PortConflicts != nil {
+			conflicts = o.PortConflicts()
+		}
+		writeJSON(w, Configz{MeshConfig: mesh, Objects: ConfigObjects(objects),
+			ServiceConflicts: ServiceConflicts(conflicts, o.LocalClusterID)})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -156,20 +217,30 @@ type PortEndpoints struct {
 }
 
 // Endpointz lists the endpoints of every service, per port, in hostname
-// and port order.
-func Endpointz(d model.ServiceDiscovery) []ServiceEndpoints {
+// and port order, each with its cluster: localClusterID for those that
+// name none.
+func Endpointz(d model.ServiceDiscovery, localClusterID string) []ServiceEndpoints {
 	svcs := d.Services()
 	out := make([]ServiceEndpoints, 0, len(svcs))
 	for _, s := range svcs {
 		se := ServiceEndpoints{Hostname: s.Hostname, Ports: []PortEndpoints{}}
 		for _, p := range s.Ports {
-			eps := d.EndpointsByPortName(s.Hostname, p.Name, nil)
-			if eps == nil {
-				eps = []*model.Endpoint{}
-			}
+			eps := withCluster(d.EndpointsByPortName(s.Hostname, p.Name, nil), localClusterID)
 			se.Ports = append(se.Ports, PortEndpoints{Port: p.Port, Name: p.Name, Protocol: p.Protocol, Endpoints: eps})
 		}
 		out = append(out, se)
+	}
+	return out
+}
+
+// withCluster returns copies of the endpoints, each naming its cluster:
+// the model's are shared and leave the local cluster unnamed.
+func withCluster(eps []*model.Endpoint, localClusterID string) []*model.Endpoint {
+	out := make([]*model.Endpoint, len(eps))
+	for i, ep := range eps {
+		c := *ep
+		c.ClusterID = cmp.Or(c.ClusterID, localClusterID)
+		out[i] = &c
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestEndpointzShowsEachPortItsOwn(t *testing.T) {
 		{Address: "10.0.0.1", Port: 5353, ServicePortName: "dns"},
 		{Address: "10.0.0.1", Port: 5354, ServicePortName: "dns-tcp"},
 	})
-	got := Endpointz(store)
+	got := Endpointz(store, "")
 	if len(got) != 1 || len(got[0].Ports) != 2 {
 		t.Fatalf("Endpointz = %+v", got)
 	}
@@ -118,5 +119,30 @@ func TestEndpointzShowsEachPortItsOwn(t *testing.T) {
 		if len(p.Endpoints) != 1 || p.Endpoints[0].Port != want {
 			t.Errorf("port %s: endpoints %+v, want one on %d", p.Name, p.Endpoints, want)
 		}
+	}
+}
+
+// TestEndpointzNamesEachEndpointsCluster: an endpoint of a remote
+// cluster shows its cluster, one of the local cluster (which the model
+// leaves unnamed) the local cluster's ID; the model's endpoints are not
+// written.
+func TestEndpointzNamesEachEndpointsCluster(t *testing.T) {
+	store := model.NewStore()
+	host := model.Hostname("api.ns.svc.cluster.local")
+	store.Update(&model.Service{Hostname: host, Name: "api", Namespace: "ns", Ports: []model.Port{{Name: "grpc", Port: 8080, Protocol: model.GRPC}}},
+		[]*model.Endpoint{
+			{Address: "10.0.0.1", Port: 9000, ServicePortName: "grpc"},
+			{Address: "10.0.0.2", Port: 9000, ServicePortName: "grpc", ClusterID: "cluster-b"},
+		})
+	got := Endpointz(store, "east")
+	var clusters []string
+	for _, ep := range got[0].Ports[0].Endpoints {
+		clusters = append(clusters, ep.Address+" "+ep.ClusterID)
+	}
+	if want := []string{"10.0.0.1 east", "10.0.0.2 cluster-b"}; !slices.Equal(clusters, want) {
+		t.Fatalf("endpointz clusters %v, want %v", clusters, want)
+	}
+	if ep := store.EndpointsByPortName(host, "grpc", nil)[0]; ep.ClusterID != "" {
+		t.Fatalf("the model's endpoint was written: %+v", ep)
 	}
 }

@@ -64,7 +64,7 @@ type Options struct {
 
 // SourceName is the aggregate source name of a remote cluster; the
 // prefix keeps it apart from the local sources' names.
-func SourceName(clusterID string) string { return "cluster/" + clusterID }
+func SourceName(clusterID string) string { return aggregate.RemoteSourcePrefix + clusterID }
 
 // cluster is a remote cluster being served.
 type cluster struct {

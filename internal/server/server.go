@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -177,6 +178,7 @@ func New(opts Options) (*Server, error) {
 	s.metrics.WatchShedStreams(s.xds.ShedStreams)
 	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
+	registry.ReportPortConflicts(s.logPortConflict)
 	registry.AppendEventHandler(s.onEvent)
 	opts.Mesh.AppendEventHandler(s.onEvent)
 	if opts.Policies != nil {
@@ -244,7 +246,22 @@ func (s *Server) ready() bool { return s.synced() && !s.draining.Load() }
 func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSynced() }
 
 func (s *Server) debugOptions() debug.Options {
-	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List}
+	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List,
+		PortConflicts: s.registry.PortConflicts, LocalClusterID: s.localClusterID()}
+}
+
+// localClusterID is Options.ClusterID or its default.
+func (s *Server) localClusterID() string { return cmp.Or(s.opts.ClusterID, model.DefaultClusterID) }
+
+// logPortConflict logs a port conflict once when it appears or changes,
+// and once when it ends; /debug/configz lists those in force.
+func (s *Server) logPortConflict(c aggregate.PortConflict, ended bool) {
+	if ended {
+		s.log.Info("the ports of a service agree again between its sources", "service", c.Hostname)
+		return
+	}
+	s.log.Warn("the ports of a service differ between clusters or sources; the first definition is served (see /debug/configz)",
+		"service", c.Hostname, "why", c.Why(func(source string) string { return aggregate.SourceLabel(source, s.localClusterID()) }))
 }
 
 // DebugAddr is the address of the debug port; empty when the debug pages

@@ -99,6 +99,9 @@ type Controller struct {
 	mu       sync.RWMutex // guards handlers
 	handlers []model.EventHandler
 
+	// conflicts, when set (ReportPortConflicts), reports port conflicts.
+	conflicts atomic.Pointer[conflictReporter]
+
 	// sourceFailed is Options.SourceFailed.
 	sourceFailed func(name string, err error)
 

@@ -173,4 +173,9 @@ func (a *Controller) swap(old, next *view) {
 			a.emit(ev)
 		}
 	}
+	if r := a.conflicts.Load(); r != nil {
+		for _, h := range hosts {
+			r.check(h)
+		}
+	}
 }
