@@ -292,7 +292,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.SyncSeconds = time.Since(t0).Seconds()
 	logf("meshpilot ready in %.2fs", res.SyncSeconds)
 	if len(remotes) > 0 {
-		if err := remotes.await(ctx, "http://"+debugAddr(cfg.MeshpilotArgs, httpAddr), cfg.Services*cfg.Endpoints, time.Minute+cfg.MissTimeout); err != nil {
+		if err := remotes.await(ctx, "http://"+httpAddr+"/metrics", cfg.Clusters*cfg.Services*cfg.Endpoints, 2*time.Minute); err != nil {
 			return nil, err
 		}
 		res.RemoteSyncSeconds = time.Since(t0).Seconds()

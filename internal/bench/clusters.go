@@ -1,14 +1,15 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,78 +177,68 @@ func (rcs remoteClusters) workloads(local *workload) []*workload {
 	return out
 }
 
-// await polls meshpilot's /debug/endpointz at base until its model holds
-// want endpoints of every remote cluster: meshpilot's readiness does not
-// wait for remote clusters, and clients opened before they are in would
-// measure their sync rather than convergence.
-func (rcs remoteClusters) await(ctx context.Context, base string, want int, timeout time.Duration) error {
+// await polls meshpilot's metrics at url until its model holds want
+// endpoints (every cluster's): meshpilot's readiness does not wait for
+// remote clusters, and clients opened before they are in would measure
+// their sync rather than convergence. The registry gauge is read rather
+// than /debug/endpointz, whose pages of every endpoint would grow
+// meshpilot's heap ahead of the memory figures.
+func (rcs remoteClusters) await(ctx context.Context, url string, want int, timeout time.Duration) error {
 	if len(rcs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
 	var last string
 	for {
-		counts, err := endpointsByCluster(ctx, client, base)
-		if err == nil {
-			missing := false
-			for _, rc := range rcs {
-				if counts[rc.id] < want {
-					missing = true
-					last = fmt.Sprintf("%s has %d of %d endpoints in meshpilot", rc.id, counts[rc.id], want)
-					break
-				}
-			}
-			if !missing {
-				return nil
-			}
-		} else {
+		n, err := gauge(ctx, client, url, endpointsGauge)
+		if err == nil && n >= float64(want) {
+			return nil
+		}
+		if err != nil {
 			last = err.Error()
+		} else {
+			last = fmt.Sprintf("%s is %g", endpointsGauge, n)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("remote clusters not in meshpilot's model in time: %s", last)
-		case <-time.After(250 * time.Millisecond):
+			return fmt.Errorf("meshpilot's model did not hold every cluster's %d endpoints in time: %s", want, last)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-// endpointsByCluster counts the endpoints of meshpilot's model by the
-// cluster that gave them ("" for the local one).
-func endpointsByCluster(ctx context.Context, client *http.Client, base string) (map[string]int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/endpointz", nil)
+// endpointsGauge counts the endpoints of meshpilot's served model, every
+// cluster's.
+const endpointsGauge = "meshpilot_registry_endpoints"
+
+// gauge reads the value of an unlabelled metric from the Prometheus text
+// page at url.
+func gauge(ctx context.Context, client *http.Client, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", req.URL, resp.Status)
+		return 0, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
-	// Only what is counted of debug.ServiceEndpoints.
-	var svcs []struct {
-		Ports []struct {
-			Endpoints []struct {
-				ClusterID string `json:"clusterID"`
-			} `json:"endpoints"`
-		} `json:"ports"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&svcs); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", req.URL, err)
-	}
-	counts := map[string]int{}
-	for _, s := range svcs {
-		for _, p := range s.Ports {
-			for _, e := range p.Endpoints {
-				counts[e.ClusterID]++
-			}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return counts, nil
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s has no %s", url, name)
 }
 
 // ClusterChurn is the share of endpoint churn made in one cluster: its
