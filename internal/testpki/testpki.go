@@ -1,12 +1,14 @@
 // Package testpki is a certificate authority for tests: it writes a CA
 // and the certificates it issues (server, client, SPIFFE identities) to
-// files, as workloads and servers read them.
+// files, as workloads and servers read them, or in place in a folder
+// updated as a Kubernetes Secret volume is (SecretMount), for rotation.
 package testpki
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -50,7 +52,7 @@ func New(t testing.TB) *CA {
 	}
 	ca := &CA{dir: t.TempDir(), key: key, cert: cert}
 	ca.serial.Store(1)
-	ca.File = ca.write(t, "ca.pem", "CERTIFICATE", der)
+	ca.File = ca.writePEM(t, "ca.pem", ca.PEM())
 	return ca
 }
 
@@ -65,8 +67,24 @@ type Leaf struct {
 	Usage []x509.ExtKeyUsage
 }
 
+// Issued is a certificate and its key, in memory.
+type Issued struct {
+	Cert *x509.Certificate
+	// CertPEM and KeyPEM (PKCS #8) are what the files hold.
+	CertPEM, KeyPEM []byte
+}
+
 // Issue writes a certificate and its PKCS #8 key and returns their files.
 func (ca *CA) Issue(t testing.TB, l Leaf) (certFile, keyFile string) {
+	t.Helper()
+	is := ca.IssuePEM(t, l)
+	return ca.writePEM(t, l.Name+".pem", is.CertPEM), ca.writePEM(t, l.Name+"-key.pem", is.KeyPEM)
+}
+
+// IssuePEM issues a certificate without writing it, for a test that puts
+// it where it chooses (a Secret volume, a file rewritten in place). Each
+// certificate of a CA has a serial number of its own.
+func (ca *CA) IssuePEM(t testing.TB, l Leaf) Issued {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -91,17 +109,47 @@ func (ca *CA) Issue(t testing.TB, l Leaf) (certFile, keyFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ca.write(t, l.Name+".pem", "CERTIFICATE", der), ca.write(t, l.Name+"-key.pem", "PRIVATE KEY", keyDER)
+	return Issued{
+		Cert:    cert,
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
 }
 
-func (ca *CA) write(t testing.TB, name, typ string, der []byte) string {
+// PEM is the CA certificate as its file holds it.
+func (ca *CA) PEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// Pool is a pool holding the CA alone, for a peer that trusts it.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// KeyPair is an issued certificate as a TLS peer presents it.
+func (is Issued) KeyPair(t testing.TB) tls.Certificate {
+	t.Helper()
+	c, err := tls.X509KeyPair(is.CertPEM, is.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (ca *CA) writePEM(t testing.TB, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(ca.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
