@@ -112,11 +112,18 @@ func AwaitHTTP(t testing.TB, url string, code int) {
 // debounce), waits until it is ready and stops it when the test ends.
 func RunServer(t testing.TB, reg model.Controller, log *slog.Logger) *server.Server {
 	t.Helper()
-	srv, err := server.New(server.Options{
-		Sources: []aggregate.Source{{Name: fmt.Sprintf("%T", reg), Controller: reg}},
-		XDSAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+	return RunServerWith(t, server.Options{
+		Sources:  []aggregate.Source{{Name: fmt.Sprintf("%T", reg), Controller: reg}},
 		Debounce: push.Options{LeadingEdge: true}, Logger: log,
 	})
+}
+
+// RunServerWith is RunServer with the options of a test that needs more
+// (TLS, say); the addresses are loopback ones whatever opts say.
+func RunServerWith(t testing.TB, opts server.Options) *server.Server {
+	t.Helper()
+	opts.XDSAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	srv, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
