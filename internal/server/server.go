@@ -7,14 +7,11 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +76,10 @@ type Options struct {
 	// OnInformerEvent).
 	Metrics *metrics.Metrics
 	// XDSCert and XDSKey enable TLS on the xDS port; XDSClientCA also
-	// requires and verifies client certificates (mTLS).
+	// requires and verifies client certificates (mTLS). The files are
+	// read again when they change (their folders are watched, and read
+	// every DefaultTLSReloadInterval): new connections get the new
+	// certificate and CA, open ones go on.
 	XDSCert, XDSKey, XDSClientCA string
 	// Mesh follows the mesh-wide settings (MeshConfig); Istio's defaults
 	// when nil. Run runs it; a change is pushed as the keys of the parts
@@ -130,6 +130,9 @@ type Server struct {
 	httpLis  net.Listener
 	debounce *push.Debouncer
 	metrics  *metrics.Metrics
+	// tls serves the xDS port's certificate and client CA from their
+	// files; nil without TLS.
+	tls *tlsFiles
 	// debugHTTP and debugLis serve /debug/ when DebugAddr is set.
 	debugHTTP *http.Server
 	debugLis  net.Listener
@@ -209,11 +212,11 @@ func New(opts Options) (*Server, error) {
 		}))
 	}
 	if opts.XDSCert != "" || opts.XDSKey != "" || opts.XDSClientCA != "" {
-		creds, err := serverTLS(opts.XDSCert, opts.XDSKey, opts.XDSClientCA)
+		s.tls, err = loadTLSFiles(tlsFilesOptions{Cert: opts.XDSCert, Key: opts.XDSKey, ClientCA: opts.XDSClientCA, Log: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
-		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.tls.serverConfig())))
 	}
 	s.grpc = grpc.NewServer(grpcOpts...)
 	s.xds.Register(s.grpc)
@@ -394,6 +397,9 @@ func (s *Server) Run(ctx context.Context) error {
 			errs <- fmt.Errorf("HTTP server: %w", err)
 		}
 	})
+	if s.tls != nil {
+		wg.Go(func() { s.tls.follow(runCtx) })
+	}
 	if s.debugHTTP != nil {
 		wg.Go(func() {
 			if err := s.debugHTTP.Serve(s.debugLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -451,28 +457,4 @@ func (s *Server) drain(errs <-chan error) error {
 			}
 		}
 	}
-}
-
-func serverTLS(certFile, keyFile, clientCA string) (credentials.TransportCredentials, error) {
-	if certFile == "" || keyFile == "" {
-		return nil, errors.New("TLS needs both --xds-cert and --xds-key")
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading the xDS certificate %s and key %s: %w", certFile, keyFile, err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("reading the client CA %s: %w", clientCA, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("the client CA file %s holds no PEM certificate", clientCA)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return credentials.NewTLS(cfg), nil
 }
