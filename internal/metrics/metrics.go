@@ -30,6 +30,11 @@
 //	config_objects{kind,state}             Istio objects read, by kind and state (applied,
 //	                                       partial: some fields not sent to a kind of client,
 //	                                       refused: not applied, its last good version in force)
+//	audit_differences{kind}                differences the last consistency audit found: a Kubernetes
+//	                                       kind's informer cache against a fresh LIST, or the model
+//	                                       (model.Service, model.Endpoint) against one rebuilt from it
+//	audit_runs_total                       consistency audits run
+//	audit_relists_total{kind}              relists of a kind whose difference outlived two audits
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
 package metrics
