@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
@@ -53,6 +54,7 @@ type serveFlags struct {
 	systemNamespaceSet bool // --system-namespace given, not its default
 	balanceTolerance   float64
 	shedRate           float64
+	auditInterval      time.Duration
 }
 
 func newServeCommand() *cobra.Command {
@@ -114,6 +116,7 @@ logged with its source and field while the last good one stays in force.
 	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config), and of the remote clusters' Secrets (labelled istio/multiCluster=true)")
 	fl.StringVar(&f.clusterID, "cluster-id", "Kubernetes", "ID of the local cluster (Istio's default); a remote Secret naming it is refused")
 	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
+	fl.DurationVar(&f.auditInterval, "audit-interval", 0, "every this long (jittered), compare the informer caches with a fresh LIST and the model with one rebuilt from it (as /debug/consistencyz does), and relist a kind whose difference outlived two audits; 0 means off")
 	return cmd
 }
 
@@ -129,6 +132,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.balanceTolerance < 0 || f.shedRate <= 0 {
 		return fmt.Errorf("invalid --balance-tolerance %v or --shed-rate %v: use a tolerance of 0 or more and a rate above 0", f.balanceTolerance, f.shedRate)
 	}
+	if f.auditInterval < 0 {
+		return fmt.Errorf("invalid --audit-interval %v: use 0 (off) or more", f.auditInterval)
+	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
 	}
@@ -136,7 +142,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("invalid --max-request-names %d: use 1 or more", f.maxRequestNames)
 	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance", "audit-interval"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -158,7 +164,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		})
 		// The folder's Istio objects feed the consumers a cluster's feed.
 		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -206,15 +212,20 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.balance {
 		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
 	}
-	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, besides...)
+	auditor, audits, err := consistencyAudit(reg, f, m, log)
+	if err != nil {
+		return err
+	}
+	besides = append(besides, audits)
+	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, auditor.Audit, besides...)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
 // mesh and what istio built from the Istio kinds (its zero value: none);
 // m, when not nil, holds metrics the registry already reports to;
-// besides run beside the server until the signal, adding to it at run
+// consistency, when not nil, audits the cluster's registry; besides run beside the server until the signal, adding to it at run
 // time (remote clusters' sources, replica balance).
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, besides ...beside) error {
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, consistency debug.Consistency, besides ...beside) error {
 	var ps server.PolicySource
 	if istio.policies != nil {
 		ps = istio.policies
@@ -250,6 +261,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Policies:              ps,
 		ConfigStatus:          istio.status,
 		Routes:                rs,
+		Consistency:           consistency,
 	})
 	if err != nil {
 		return err

@@ -39,11 +39,15 @@ A "-" means the client never asked for that type.
 "status config" prints the problems of the Istio objects meshpilot read,
 as istioctl analyze does (see "status config --help").
 
+"status consistency" audits meshpilot's Kubernetes caches and model against
+the API server and prints each difference (see "status consistency --help").
+
 --server is the address of meshpilot's debug pages: its --http-addr, or its
 --debug-addr when set.`,
 		Example: `  meshpilot status --server http://127.0.0.1:15014
   meshpilot status --server http://127.0.0.1:15014 services
-  meshpilot status --server http://127.0.0.1:15014 config`,
+  meshpilot status --server http://127.0.0.1:15014 config
+  meshpilot status --server http://127.0.0.1:15014 consistency`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var clients []debug.SyncStatus
@@ -101,6 +105,7 @@ cannot be read, else 0 (warnings included).`,
 			return printConfigProblems(cmd.OutOrStdout(), z)
 		},
 	})
+	cmd.AddCommand(newStatusConsistencyCommand(&f))
 	return cmd
 }
 

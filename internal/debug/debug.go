@@ -10,6 +10,8 @@
 //	/debug/configz                    the configuration in force: the mesh config, its source, the fields ignored;
 //	                                  every Istio object and what became of it; the services whose
 //	                                  ports differ between clusters (Configz)
+//	/debug/consistencyz               audits the Kubernetes registry: its informer caches against a
+//	                                  fresh LIST, its model against one rebuilt from it (audit.Report)
 //	/debug/pprof/                     Go profiles
 package debug
 
@@ -58,6 +60,9 @@ type Options struct {
 	// the local Kubernetes registry (aggregate.SourceLabel).
 	// model.DefaultClusterID when empty.
 	LocalClusterID string
+	// Consistency audits the Kubernetes registry for
+	// /debug/consistencyz; the page answers 404 when nil (files).
+	Consistency Consistency
 }
 
 // Configz is what /debug/configz shows. `meshpilot status config` and
@@ -188,6 +193,7 @@ func Register(mux *http.ServeMux, o Options) {
 		writeJSON(w, Configz{MeshConfig: mesh, Objects: ConfigObjects(objects),
 			ServiceConflicts: ServiceConflicts(conflicts, o.LocalClusterID)})
 	})
+	mux.HandleFunc("GET /debug/consistencyz", consistencyz(o.Consistency))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -91,6 +91,9 @@ type Options struct {
 	// ConfigStatus, when set, is what became of each Istio object, shown
 	// on /debug/configz and counted by the config_objects metric.
 	ConfigStatus *configstatus.Reporter
+	// Consistency, when set, audits the Kubernetes registry for
+	// /debug/consistencyz.
+	Consistency debug.Consistency
 	// Routes, when set, holds the VirtualServices generators apply; a
 	// change is pushed as the model.VirtualServiceKey of its hosts.
 	Routes RouteSource
@@ -250,7 +253,8 @@ func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSync
 
 func (s *Server) debugOptions() debug.Options {
 	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List,
-		PortConflicts: s.registry.PortConflicts, LocalClusterID: s.localClusterID()}
+		PortConflicts: s.registry.PortConflicts, LocalClusterID: s.localClusterID(),
+		Consistency: s.opts.Consistency}
 }
 
 // localClusterID is Options.ClusterID or its default.
