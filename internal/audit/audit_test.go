@@ -18,7 +18,6 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/testenv"
-	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 var env *testenv.Env
@@ -223,7 +222,7 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 		t.Fatalf("endpoints after the lost event = %q: the event was not lost", got)
 	}
 
-	logs := testutil.NewLines()
+	logs := &logBuffer{}
 	obs := &observed{}
 	a, err := New(Options{Registry: c, Interval: 300 * time.Millisecond, Observer: obs,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -268,8 +267,8 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	}
 
 	runUntilEnd(t, a.Run)
-	logs.Await(t, "the relist logged", 0, func(l string) bool {
-		return strings.Contains(l, "relisted EndpointSlices: 1 difference outlived two audits")
+	testenv.Eventually(t, "the relist logged", func() (bool, string) {
+		return strings.Contains(logs.String(), "relisted EndpointSlices: 1 difference outlived two audits"), logs.String()
 	})
 	waitEndpoints(t, c, host, "192.0.2.2:9090 HEALTHY")
 	if r := obs.relists(); len(r) == 0 || r[0] != kube.KindEndpointSlice {
@@ -285,4 +284,23 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	if n := len(proxy.droppedEvents()); n != 1 {
 		t.Fatalf("%d events dropped, want 1", n)
 	}
+}
+
+// logBuffer collects a logger's output. (testutil's Lines would import
+// the server, which imports this package.)
+type logBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
