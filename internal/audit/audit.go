@@ -128,25 +128,32 @@ func (a *Auditor) Audit(ctx context.Context) (Report, error) {
 
 	listed := make(map[string][]any, len(a.opts.Kinds))
 	for _, kind := range a.opts.Kinds {
-		// The cache is read before the LIST: an object changed between
-		// the two then shows the LIST newer than the cache, and an
-		// informer a little behind shows as a difference for one audit
-		// only.
-		cached := a.opts.Registry.Cached(kind)
+		// The cache is read before the LIST and again after it: an
+		// object that changes meanwhile is older in the first read than
+		// in the LIST and may be newer in the second, but only a
+		// difference that both show is one.
+		before := a.opts.Registry.Cached(kind)
 		objs, pages, err := a.list(ctx, kind)
 		if err != nil {
 			return Report{}, err
 		}
 		listed[kind] = objs
 		rep.Listed = append(rep.Listed, Listed{Kind: kind, Objects: len(objs), Pages: pages})
-		rep.Differences = append(rep.Differences, compareObjects(kind, cached, objs)...)
+		if diffs := compareObjects(kind, before, objs); len(diffs) > 0 {
+			rep.Differences = append(rep.Differences, both(diffs, compareObjects(kind, a.opts.Registry.Cached(kind), objs))...)
+		}
 	}
 	rebuilt, err := a.opts.Registry.ModelFrom(listed)
 	if err != nil {
 		return Report{}, fmt.Errorf("audit: rebuilding the model from the LIST: %w", err)
 	}
 	rep.Services, _ = rebuilt.Len()
-	rep.Differences = append(rep.Differences, compareModels(a.opts.Registry, rebuilt)...)
+	if diffs := compareModels(a.opts.Registry, rebuilt); len(diffs) > 0 {
+		// The model follows the caches through a work queue: what it
+		// had not caught up with by the first comparison it may have
+		// by the second.
+		rep.Differences = append(rep.Differences, both(diffs, compareModels(a.opts.Registry, rebuilt))...)
+	}
 	a.seen = track(a.seen, rep.Differences, start)
 	rep.Took = time.Since(start).Round(time.Millisecond).String()
 
@@ -191,6 +198,15 @@ func (a *Auditor) list(ctx context.Context, kind string) ([]any, int, error) {
 		}
 	}
 	return objs, pages, nil
+}
+
+// both returns the differences of later that earlier found too.
+func both(earlier, later []Difference) []Difference {
+	found := make(map[diffKey]bool, len(earlier))
+	for _, d := range earlier {
+		found[d.key()] = true
+	}
+	return slices.DeleteFunc(later, func(d Difference) bool { return !found[d.key()] })
 }
 
 // kindsOf returns the kinds of diffs in Kinds' order, once each.

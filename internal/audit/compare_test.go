@@ -180,3 +180,14 @@ func assertDifferences(t *testing.T, got, want []Difference) {
 		}
 	}
 }
+
+// TestBothReads: only what the reads before and after the LIST both find
+// is a difference, with the later read's values.
+func TestBothReads(t *testing.T) {
+	lag := Difference{Kind: "Pod", Object: "ns/a", Field: "metadata.resourceVersion", Cache: "4", List: "5"}
+	lost := Difference{Kind: "Pod", Object: "ns/b", Field: "metadata.resourceVersion", Cache: "1", List: "3"}
+	ahead := Difference{Kind: "Pod", Object: "ns/c", Field: "metadata.resourceVersion", Cache: "9", List: "8"}
+	lostLater := lost
+	lostLater.Cache = "2"
+	assertDifferences(t, both([]Difference{lag, lost}, []Difference{lostLater, ahead}), []Difference{lostLater})
+}
