@@ -35,11 +35,11 @@ func balanceReplicas(client kubernetes.Interface, f serveFlags, log *slog.Logger
 			View:    pub.View,
 			Self:    name,
 			Clients: clients,
-			Streams: func() []replicas.Stream {
-				open := x.SheddableStreams()
-				out := make([]replicas.Stream, len(open))
-				for i, s := range open {
-					out[i] = replicas.Stream{ID: s.ID, Opened: s.Opened}
+			Conns: func() []replicas.Conn {
+				open := x.SheddableConns()
+				out := make([]replicas.Conn, len(open))
+				for i, c := range open {
+					out[i] = replicas.Conn{ID: c.ID, Opened: c.Opened, Streams: c.Streams}
 				}
 				return out
 			},

@@ -29,17 +29,18 @@ type BalancerOptions struct {
 	Self string
 	// Clients is this replica's client count now.
 	Clients func() int
-	// Streams lists the streams that may be shed, and Shed closes some so
-	// that their clients reconnect; it returns how many it closed.
-	Streams func() []Stream
-	Shed    func(ids []int64) int
+	// Conns lists the client connections that may be shed, and Shed
+	// closes some so that their clients reconnect through the Service;
+	// it returns how many clients (streams) were on them.
+	Conns func() []Conn
+	Shed  func(ids []int64) int
 	// Tolerance is how far above the fair share a replica may hold
 	// clients (0.2: 20 %; 0: none, DefaultTolerance is the usual one).
 	Tolerance float64
 	// Rate is the most streams shed per second; DefaultShedRate when zero.
 	Rate float64
-	// MinAge is the least time a stream has been open before it may be
-	// shed; DefaultMinAge when zero.
+	// MinAge is the least time a connection's newest stream has been
+	// open before the connection may be shed; DefaultMinAge when zero.
 	MinAge time.Duration
 	// Settle is how long a shed client still counts as this replica's
 	// (see WithOwn): long enough for it to reconnect and for a peer's
@@ -130,7 +131,7 @@ func (b *Balancer) step(now time.Time) {
 	}
 	n, carry := Budget(b.opts.Rate, elapsed, b.carry)
 	b.carry = carry
-	ids := ToShed(b.opts.Streams(), min(n, excess), now, b.opts.MinAge)
+	ids := ToShed(b.opts.Conns(), min(n, excess), now, b.opts.MinAge)
 	if len(ids) == 0 {
 		return
 	}

@@ -36,13 +36,13 @@ func TestBalancerStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var streams []Stream
+			var streams []Conn
 			for i := range 10 + tt.fresh {
 				opened := start.Add(-time.Hour + time.Duration(i)*time.Second)
 				if i >= 10 {
 					opened = start // accepted now: never old enough within the test
 				}
-				streams = append(streams, Stream{ID: int64(i + 1), Opened: opened})
+				streams = append(streams, Conn{ID: int64(i + 1), Opened: opened})
 			}
 			var shed []int64
 			var logs strings.Builder
@@ -60,10 +60,10 @@ func TestBalancerStep(t *testing.T) {
 					return v
 				},
 				Clients: func() int { return len(streams) },
-				Streams: func() []Stream { return streams },
+				Conns:   func() []Conn { return streams },
 				Shed: func(ids []int64) int {
 					shed = append(shed, ids...)
-					streams = slices.DeleteFunc(streams, func(s Stream) bool { return slices.Contains(ids, s.ID) })
+					streams = slices.DeleteFunc(streams, func(s Conn) bool { return slices.Contains(ids, s.ID) })
 					return len(ids)
 				},
 			})

@@ -193,7 +193,7 @@ func TestOutOfReach(t *testing.T) {
 // streamSet is one replica's open streams in TestBalanceConverges.
 type streamSet struct {
 	mu      sync.Mutex // guards streams
-	streams []replicas.Stream
+	streams []replicas.Conn
 }
 
 func (s *streamSet) count() int {
@@ -202,7 +202,7 @@ func (s *streamSet) count() int {
 	return len(s.streams)
 }
 
-func (s *streamSet) list() []replicas.Stream {
+func (s *streamSet) list() []replicas.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.streams)
@@ -217,7 +217,7 @@ func TestBalanceConverges(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	sets := map[string]*streamSet{"a": {}, "b": {}}
 	for i := range 10 {
-		sets["a"].streams = append(sets["a"].streams, replicas.Stream{ID: int64(i + 1), Opened: time.Now().Add(-time.Hour)})
+		sets["a"].streams = append(sets["a"].streams, replicas.Conn{ID: int64(i + 1), Opened: time.Now().Add(-time.Hour)})
 	}
 	var nextID atomic.Int64
 	nextID.Store(100)
@@ -237,16 +237,16 @@ func TestBalanceConverges(t *testing.T) {
 			t.Fatal(err)
 		}
 		bal := replicas.NewBalancer(replicas.BalancerOptions{
-			View: pub.View, Self: name, Clients: set.count, Streams: set.list,
+			View: pub.View, Self: name, Clients: set.count, Conns: set.list,
 			Shed: func(ids []int64) int {
 				set.mu.Lock()
 				before := len(set.streams)
-				set.streams = slices.DeleteFunc(set.streams, func(s replicas.Stream) bool { return slices.Contains(ids, s.ID) })
+				set.streams = slices.DeleteFunc(set.streams, func(s replicas.Conn) bool { return slices.Contains(ids, s.ID) })
 				n := before - len(set.streams)
 				set.mu.Unlock()
 				other.mu.Lock()
 				for range n {
-					other.streams = append(other.streams, replicas.Stream{ID: nextID.Add(1), Opened: time.Now()})
+					other.streams = append(other.streams, replicas.Conn{ID: nextID.Add(1), Opened: time.Now()})
 				}
 				other.mu.Unlock()
 				shed.Add(int64(n))

@@ -78,25 +78,36 @@ func TestComputeAndExcess(t *testing.T) {
 func TestToShed(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	streams := []Stream{
+	// One stream each (Streams 0 counts as 1).
+	streams := []Conn{
 		{ID: 1, Opened: ago(time.Minute)},
 		{ID: 2, Opened: ago(10 * time.Second)}, // just accepted
 		{ID: 3, Opened: ago(time.Hour)},
 		{ID: 4, Opened: ago(30 * time.Second)}, // exactly the minimum age
 		{ID: 5, Opened: ago(time.Hour)},
 	}
+	// An Envoy on per-type streams: one connection of four, the oldest.
+	envoy := append([]Conn{{ID: 6, Opened: ago(2 * time.Hour), Streams: 4}}, streams...)
 	tests := []struct {
-		name string
-		n    int
-		want []int64
+		name  string
+		conns []Conn // streams when nil
+		n     int
+		want  []int64
 	}{
 		{name: "none asked", n: 0},
 		{name: "the oldest first, ties by id", n: 2, want: []int64{3, 5}},
 		{name: "never one just accepted", n: 10, want: []int64{3, 5, 1, 4}},
+		{name: "an Envoy's four streams count as four", conns: envoy, n: 4, want: []int64{6}},
+		{name: "a connection of several streams is taken while short of n", conns: envoy, n: 1, want: []int64{6}},
+		{name: "the next one only while still short", conns: envoy, n: 5, want: []int64{6, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ToShed(streams, tt.n, now, 30*time.Second)
+			conns := streams
+			if tt.conns != nil {
+				conns = tt.conns
+			}
+			got := ToShed(conns, tt.n, now, 30*time.Second)
 			if len(got) == 0 && len(tt.want) == 0 {
 				return
 			}

@@ -5,24 +5,35 @@ import (
 	"time"
 )
 
-// Stream is one open xDS stream, as shedding chooses among them.
-type Stream struct {
-	ID     int64
+// Conn is one client connection, the unit shedding closes: closing it
+// ends every xDS stream on it, and only a new connection reaches another
+// replica through the Service.
+type Conn struct {
+	ID int64
+	// Opened is when its newest stream opened.
 	Opened time.Time
+	// Streams is how many clients it counts for (one per xDS stream, as
+	// the replica's count does); 0 counts as 1.
+	Streams int
 }
 
-// ToShed picks up to n streams to close: only streams open for at least
-// minAge (a client just accepted, perhaps just shed by a peer, must not
-// be bounced again), the oldest first, the way a connection age limit
-// would have closed them anyway.
-func ToShed(streams []Stream, n int, now time.Time, minAge time.Duration) []int64 {
+func (c Conn) weight() int { return max(c.Streams, 1) }
+
+// ToShed picks connections to close for up to n clients: only those
+// whose newest stream is at least minAge old (a client just accepted,
+// perhaps just shed by a peer, must not be bounced again), the oldest
+// first, the way a connection age limit would have closed them anyway.
+// A connection of several streams (an Envoy with one stream per type) is
+// taken while the count is short of n, so the last one may overshoot n
+// by its streams less one, rather than be skipped forever.
+func ToShed(conns []Conn, n int, now time.Time, minAge time.Duration) []int64 {
 	if n <= 0 {
 		return nil
 	}
-	old := make([]Stream, 0, len(streams))
-	for _, s := range streams {
-		if now.Sub(s.Opened) >= minAge {
-			old = append(old, s)
+	old := make([]Conn, 0, len(conns))
+	for _, c := range conns {
+		if now.Sub(c.Opened) >= minAge {
+			old = append(old, c)
 		}
 	}
 	sort.Slice(old, func(i, j int) bool {
@@ -31,12 +42,13 @@ func ToShed(streams []Stream, n int, now time.Time, minAge time.Duration) []int6
 		}
 		return old[i].ID < old[j].ID
 	})
-	if len(old) > n {
-		old = old[:n]
-	}
-	ids := make([]int64, len(old))
-	for i, s := range old {
-		ids[i] = s.ID
+	var ids []int64
+	for _, c := range old {
+		if n <= 0 {
+			break
+		}
+		ids = append(ids, c.ID)
+		n -= c.weight()
 	}
 	return ids
 }

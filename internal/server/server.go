@@ -392,7 +392,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() {
-		if err := s.grpc.Serve(s.xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := s.grpc.Serve(s.xds.Listener(s.xdsLis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errs <- fmt.Errorf("xDS server: %w", err)
 		}
 	})

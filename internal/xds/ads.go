@@ -72,9 +72,10 @@ func (s *Server) newProtocolServer() serverv3.Server {
 }
 
 // Register adds ADS (state of the world and delta) and the per-type
-// discovery services to g.
+// discovery services to g. Serve g on Listener's wrapper for Shed to
+// reach the clients.
 func (s *Server) Register(g *grpc.Server) {
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{AggregatedDiscoveryServiceServer: s.xds, shed: &s.shed})
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, s.xds)
 	routeservice.RegisterRouteDiscoveryServiceServer(g, s.xds)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)

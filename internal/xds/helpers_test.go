@@ -77,7 +77,7 @@ func startServer(t testing.TB, store *model.Store, opts ...serverOpt) *testServe
 	}
 	g := grpc.NewServer(GRPCServerOptions()...)
 	s.Register(g)
-	go func() { _ = g.Serve(lis) }()
+	go func() { _ = g.Serve(s.Listener(lis)) }()
 	t.Cleanup(func() {
 		g.Stop()
 		cancel()

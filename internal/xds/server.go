@@ -97,9 +97,9 @@ type Server struct {
 	limits          requestLimits
 	refusedRequests atomic.Uint64
 	refusedLog      *clientLog
-	// shed holds the handles that close ADS streams from outside, and
-	// shedCount counts the streams closed so.
-	shed      shedStreams
+	// shed holds the client connections Shed can close, and shedCount
+	// counts the streams that were open on those it closed.
+	shed      shedConns
 	shedCount atomic.Uint64
 
 	// mu guards the cache and the watch index, and every watch's

@@ -2,189 +2,178 @@ package xds
 
 import (
 	"context"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/peer"
 )
 
-// errShed ends a shed stream: Unavailable, as a draining replica's
-// streams end, so that grpc-go's xDS client reconnects at once, through
-// the Service, and most likely to another replica; it keeps its
-// configuration meanwhile.
-var errShed = status.Error(codes.Unavailable,
-	"meshpilot: this replica holds more than its share of xDS clients; reconnect to another replica")
+// Shedding moves a client to another replica, and only a new connection
+// does that: behind a Service, kube-proxy picks a replica when a
+// connection opens, and every stream on it goes to that replica. Ending
+// a stream is not enough, since grpc-go's xDS client (and Envoy) opens
+// its next stream on the same HTTP/2 connection, to the same replica. So
+// Shed closes the client's connection: every stream on it fails with
+// Unavailable (ADS and Envoy's per-type streams alike, a client's streams
+// together), and the client's reconnect opens a new connection, which
+// the Service spreads. gRPC offers no per-connection GOAWAY, hence the
+// close; clients lose nothing, as they keep their configuration while
+// they reconnect.
 
-// SheddableStream is an open ADS stream that Shed can close.
-type SheddableStream struct {
-	// ID is the server's own number for the stream: go-control-plane's
-	// numbers repeat between state-of-the-world and delta streams.
-	ID     int64
+// SheddableConn is one client connection that Shed can close, with the
+// xDS streams open on it.
+type SheddableConn struct {
+	// ID is the server's own number for the connection.
+	ID int64
+	// Opened is when its newest stream opened: a client that just opened
+	// a stream has just been accepted, whatever the connection's age.
 	Opened time.Time
+	// Streams is how many xDS streams are open on it (each counts as a
+	// client in ClientCounts).
+	Streams int
 }
 
-// sheddable is one ADS stream's handle for closing it from outside its
-// handler. go-control-plane ends a stream only when the client does or
-// the server stops, so the handler runs in a goroutine of its own and
-// the gRPC method returns errShed without waiting for it: grpc-go then
-// ends the stream, the handler's Recv fails and it returns too.
-type sheddable struct {
-	id     int64
-	opened time.Time
-	shedCh chan struct{}
-	once   sync.Once
-
-	// mu guards shed and is held across each Send, so that once the
-	// method has returned errShed no response is written to the stream.
-	mu   sync.Mutex
-	shed bool
+// Listener wraps the xDS listener so that Shed can close the
+// connections it accepts. Streams on connections it did not accept are
+// served but never shed.
+func (s *Server) Listener(l net.Listener) net.Listener {
+	return &shedListener{Listener: l, conns: &s.shed}
 }
 
-func (h *sheddable) close() { h.once.Do(func() { close(h.shedCh) }) }
+type shedListener struct {
+	net.Listener
+	conns *shedConns
+}
 
-func (h *sheddable) send(send func() error) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.shed {
-		return errShed
+func (l *shedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
-	return send()
+	return l.conns.accepted(c), nil
 }
 
-// serve runs the handler until it returns or the stream is shed.
-func (h *sheddable) serve(handler func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- handler() }()
-	select {
-	case err := <-done:
-		return err
-	case <-h.shedCh:
-		h.mu.Lock()
-		h.shed = true
-		h.mu.Unlock()
-		return errShed
+// shedConn is an accepted connection; it leaves the registry when gRPC
+// or Shed closes it.
+type shedConn struct {
+	net.Conn
+	conns *shedConns
+	once  sync.Once
+	id    int64
+	// streams and newest are guarded by shedConns.mu.
+	streams int
+	newest  time.Time
+}
+
+func (c *shedConn) Close() error {
+	c.once.Do(func() { c.conns.gone(c) })
+	return c.Conn.Close()
+}
+
+// shedConns holds the open connections by remote address, which is how
+// a stream finds its own (gRPC puts it in the stream's peer), and which
+// connection each stream is on.
+type shedConns struct {
+	seq      atomic.Int64
+	mu       sync.Mutex // guards byAddr, byStream and every shedConn's streams and newest
+	byAddr   map[string]*shedConn
+	byStream map[streamKey]*shedConn
+}
+
+func (r *shedConns) accepted(c net.Conn) *shedConn {
+	sc := &shedConn{Conn: c, conns: r, id: r.seq.Add(1)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byAddr == nil {
+		r.byAddr = map[string]*shedConn{}
+		r.byStream = map[streamKey]*shedConn{}
+	}
+	r.byAddr[c.RemoteAddr().String()] = sc
+	return sc
+}
+
+func (r *shedConns) gone(c *shedConn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byAddr[c.RemoteAddr().String()] == c {
+		delete(r.byAddr, c.RemoteAddr().String())
 	}
 }
 
-type sheddableKey struct{}
-
-// shedStreams holds the handles of the open ADS streams. A handle is
-// added when the stream is admitted (open, which gets the stream's
-// context) and removed when go-control-plane reports it closed.
-type shedStreams struct {
-	seq atomic.Int64
-	mu  sync.Mutex // guards byKey
-	// byKey is keyed as the tracker is, by go-control-plane's numbers.
-	byKey map[streamKey]*sheddable
-}
-
-func (r *shedStreams) handle() *sheddable {
-	return &sheddable{id: r.seq.Add(1), opened: time.Now(), shedCh: make(chan struct{})}
-}
-
-func (r *shedStreams) add(ctx context.Context, k streamKey) {
-	h, ok := ctx.Value(sheddableKey{}).(*sheddable)
-	if !ok {
-		return // a per-type stream (Envoy without ADS): not shed
+// add puts a stream just admitted on its connection.
+func (r *shedConns) add(ctx context.Context, k streamKey) {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.byKey == nil {
-		r.byKey = map[streamKey]*sheddable{}
+	c := r.byAddr[p.Addr.String()]
+	if c == nil {
+		return // not accepted through Listener: never shed
 	}
-	r.byKey[k] = h
+	c.streams++
+	c.newest = time.Now()
+	r.byStream[k] = c
 }
 
-func (r *shedStreams) remove(k streamKey) {
+func (r *shedConns) remove(k streamKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.byKey, k)
+	if c := r.byStream[k]; c != nil {
+		c.streams--
+		delete(r.byStream, k)
+	}
 }
 
-// SheddableStreams lists the open ADS streams, the oldest first.
-func (s *Server) SheddableStreams() []SheddableStream {
+// SheddableConns lists the open connections that carry xDS streams, in
+// the order they were accepted.
+func (s *Server) SheddableConns() []SheddableConn {
 	s.shed.mu.Lock()
-	out := make([]SheddableStream, 0, len(s.shed.byKey))
-	for _, h := range s.shed.byKey {
-		out = append(out, SheddableStream{ID: h.id, Opened: h.opened})
+	out := make([]SheddableConn, 0, len(s.shed.byAddr))
+	for _, c := range s.shed.byAddr {
+		if c.streams > 0 {
+			out = append(out, SheddableConn{ID: c.id, Opened: c.newest, Streams: c.streams})
+		}
 	}
 	s.shed.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// Shed closes the ADS streams with these ids with Unavailable, so that
-// their clients reconnect, and returns how many it found open. A stream
-// counts as connected (ClientCounts) until its handler has returned.
+// Shed closes the connections with these ids, so that their clients
+// reconnect through the Service, and returns how many streams were open
+// on them. A stream counts as connected (ClientCounts) until its
+// handler has seen the connection go.
 func (s *Server) Shed(ids ...int64) int {
 	want := make(map[int64]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
 	}
 	s.shed.mu.Lock()
-	var hs []*sheddable
-	for _, h := range s.shed.byKey {
-		if want[h.id] {
-			hs = append(hs, h)
+	var cs []*shedConn
+	streams := 0
+	for _, c := range s.shed.byAddr {
+		if want[c.id] {
+			cs = append(cs, c)
+			streams += c.streams
 		}
 	}
 	s.shed.mu.Unlock()
-	for _, h := range hs {
-		h.close()
+	for _, c := range cs {
+		_ = c.Close()
 	}
-	if len(hs) > 0 {
-		s.shedCount.Add(uint64(len(hs)))
-		s.log.Debug("xds: shed streams so that their clients reconnect to other replicas", "streams", len(hs))
+	if len(cs) > 0 {
+		s.shedCount.Add(uint64(streams))
+		s.log.Debug("xds: closed client connections so that their clients reconnect to other replicas",
+			"connections", len(cs), "streams", streams)
 	}
-	return len(hs)
+	return streams
 }
 
-// ShedStreams returns how many streams Shed has closed.
+// ShedStreams returns how many streams were open on the connections Shed
+// closed.
 func (s *Server) ShedStreams() uint64 { return s.shedCount.Load() }
-
-// adsServer wraps go-control-plane's ADS methods so that each stream
-// carries a handle Shed can close it with.
-type adsServer struct {
-	discovery.AggregatedDiscoveryServiceServer
-	shed *shedStreams
-}
-
-func (a adsServer) StreamAggregatedResources(st discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	h := a.shed.handle()
-	w := &sotwShedStream{AggregatedDiscoveryService_StreamAggregatedResourcesServer: st, h: h,
-		ctx: context.WithValue(st.Context(), sheddableKey{}, h)}
-	return h.serve(func() error { return a.AggregatedDiscoveryServiceServer.StreamAggregatedResources(w) })
-}
-
-func (a adsServer) DeltaAggregatedResources(st discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	h := a.shed.handle()
-	w := &deltaShedStream{AggregatedDiscoveryService_DeltaAggregatedResourcesServer: st, h: h,
-		ctx: context.WithValue(st.Context(), sheddableKey{}, h)}
-	return h.serve(func() error { return a.AggregatedDiscoveryServiceServer.DeltaAggregatedResources(w) })
-}
-
-type sotwShedStream struct {
-	discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer
-	h   *sheddable
-	ctx context.Context
-}
-
-func (w *sotwShedStream) Context() context.Context { return w.ctx }
-func (w *sotwShedStream) Send(r *discovery.DiscoveryResponse) error {
-	return w.h.send(func() error { return w.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Send(r) })
-}
-
-type deltaShedStream struct {
-	discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
-	h   *sheddable
-	ctx context.Context
-}
-
-func (w *deltaShedStream) Context() context.Context { return w.ctx }
-func (w *deltaShedStream) Send(r *discovery.DeltaDiscoveryResponse) error {
-	return w.h.send(func() error { return w.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Send(r) })
-}
