@@ -27,7 +27,8 @@ func balanceReplicas(client kubernetes.Interface, f serveFlags, log *slog.Logger
 		}
 		x := srv.XDS()
 		clients := func() int { g, e := x.ClientCounts(); return g + e }
-		pub, err := replicas.New(replicas.Options{Client: client, Namespace: ns, Name: name, Clients: clients, Log: log})
+		pub, err := replicas.New(replicas.Options{Client: client, Namespace: ns, Name: name, Clients: clients,
+			Period: f.balanceInterval, Log: log})
 		if err != nil {
 			return err
 		}
@@ -46,9 +47,12 @@ func balanceReplicas(client kubernetes.Interface, f serveFlags, log *slog.Logger
 			Shed:      func(ids []int64) int { return x.Shed(ids...) },
 			Tolerance: f.balanceTolerance,
 			Rate:      f.shedRate,
+			MinAge:    f.shedMinAge,
+			Settle:    replicas.SettleFor(f.balanceInterval),
 			Log:       log,
 		})
-		log.Info("balancing xDS clients across replicas", "lease", ns+"/"+name, "tolerance", f.balanceTolerance, "shedRate", f.shedRate)
+		log.Info("balancing xDS clients across replicas", "lease", ns+"/"+name, "tolerance", f.balanceTolerance, "shedRate", f.shedRate,
+			"interval", f.balanceInterval, "shedMinAge", f.shedMinAge)
 		var wg sync.WaitGroup
 		wg.Go(func() { pub.Run(ctx) })
 		wg.Go(func() { bal.Run(ctx) })

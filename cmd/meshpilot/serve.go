@@ -55,6 +55,8 @@ type serveFlags struct {
 	balanceTolerance   float64
 	shedRate           float64
 	auditInterval      time.Duration
+	balanceInterval    time.Duration
+	shedMinAge         time.Duration
 }
 
 func newServeCommand() *cobra.Command {
@@ -104,7 +106,9 @@ logged with its source and field while the last good one stays in force.
 	fl.IntVar(&f.maxRequestNames, "max-request-names", xds.DefaultMaxRequestNames, "most resource names one xDS request may carry (a delta request's subscribe and unsubscribe lists together, and what a delta stream subscribes to of one type); a request beyond it ends its stream with INVALID_ARGUMENT (REST: 400), logged once per client")
 	fl.BoolVar(&f.balance, "balance", false, "publish this replica's xDS client count in a Lease of --system-namespace (or the Pod's namespace) and shed the clients it holds beyond its fair share (all replicas' clients / live replicas) so that they reconnect to other replicas")
 	fl.Float64Var(&f.balanceTolerance, "balance-tolerance", replicas.DefaultTolerance, "with --balance, how far above the fair share a replica may hold clients before it sheds (0.2: 20 %)")
-	fl.Float64Var(&f.shedRate, "shed-rate", replicas.DefaultShedRate, "with --balance, the most xDS streams shed per second; a stream open for less than 30s is never shed")
+	fl.Float64Var(&f.shedRate, "shed-rate", replicas.DefaultShedRate, "with --balance, the most xDS streams shed per second (a client's connection is closed, with all its streams)")
+	fl.DurationVar(&f.balanceInterval, "balance-interval", replicas.DefaultPeriod, "with --balance, how often the replica renews its Lease with its client count; a replica not renewed for three intervals counts as gone")
+	fl.DurationVar(&f.shedMinAge, "shed-min-age", replicas.DefaultMinAge, "with --balance, a client connection whose newest stream opened less than this ago is never shed, so that a client just accepted is not bounced again")
 	fl.StringVar(&f.xdsCert, "xds-cert", "", "TLS certificate file for the xDS port; read again when it changes (new connections get the new one, open streams go on)")
 	fl.StringVar(&f.xdsKey, "xds-key", "", "TLS key file for the xDS port; read again with --xds-cert")
 	fl.StringVar(&f.xdsClientCA, "xds-client-ca", "", "CA file: require and verify client certificates on the xDS port (mTLS); read again when it changes")
@@ -134,6 +138,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.auditInterval < 0 {
 		return fmt.Errorf("invalid --audit-interval %v: use 0 (off) or more", f.auditInterval)
+	}
+	if f.balanceInterval <= 0 || f.shedMinAge <= 0 {
+		return fmt.Errorf("invalid --balance-interval %v or --shed-min-age %v: use durations above 0", f.balanceInterval, f.shedMinAge)
 	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)

@@ -16,10 +16,14 @@ const (
 	// balanceTick is how often the balancer looks: often enough that a
 	// rate of a few streams a second is spread out rather than bursty.
 	balanceTick = 250 * time.Millisecond
-	// DefaultSettle covers a reconnect and a peer's renewal at
-	// DefaultPeriod.
+	// DefaultSettle is SettleFor(DefaultPeriod).
 	DefaultSettle = 2 * DefaultPeriod
 )
+
+// SettleFor is how long a shed client counts as its old replica's when
+// Leases are renewed every period: long enough to cover a reconnect and
+// a peer's renewal.
+func SettleFor(period time.Duration) time.Duration { return 2 * period }
 
 // BalancerOptions configure a Balancer.
 type BalancerOptions struct {
