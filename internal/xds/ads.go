@@ -59,14 +59,14 @@ func (s *Server) newProtocolServer() serverv3.Server {
 		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, out *discovery.DeltaDiscoveryResponse) {
 			s.tracker.deltaSentFunc(id, out)
 		},
-		FetchRequestFunc: func(_ context.Context, req *discovery.DiscoveryRequest) error {
+		FetchRequestFunc: func(ctx context.Context, req *discovery.DiscoveryRequest) error {
 			if !s.ready() {
 				return errNotReady
 			}
 			if err := s.limits.check(req.GetResourceNames(), nil, req.GetNode()); err != nil {
 				return s.refuse("rest", req.GetNode().GetId(), req.GetTypeUrl(), err)
 			}
-			return nil
+			return s.authorizeFetch(ctx, req.GetNode())
 		},
 	})
 }
@@ -97,10 +97,14 @@ func (s *Server) open(ctx context.Context, id int64, delta bool) error {
 		return s.refused.overCap(s.opts.MaxClients)
 	}
 	s.shed.add(ctx, streamKey{id, delta})
+	if s.opts.RequireIdentity {
+		s.identities.open(streamKey{id, delta}, peerIdentityOf(ctx))
+	}
 	return nil
 }
 
 func (s *Server) closed(id int64, delta bool) {
+	s.identities.close(streamKey{id, delta})
 	s.shed.remove(streamKey{id, delta})
 	s.tracker.close(id, delta)
 }
@@ -118,8 +122,9 @@ type clientRequest struct {
 	nack               *statuspb.Status
 }
 
-// request refuses a request beyond the limits (limits.go), which ends
-// the stream; it records who is on a stream and what it asks for, and
+// request refuses a request beyond the limits (limits.go), or of a node
+// its client is not entitled to be (identity.go), which ends the stream;
+// it records who is on a stream and what it asks for, and
 // logs and counts NACKs.
 func (s *Server) request(req clientRequest) error {
 	if err := s.limits.check(req.names, req.unsubscribe, req.node); err != nil {
@@ -128,6 +133,9 @@ func (s *Server) request(req clientRequest) error {
 			nodeID = s.tracker.nodeID(streamKey{req.stream, req.delta})
 		}
 		return s.refuse(req.streamName(), nodeID, req.typeURL, err)
+	}
+	if err := s.authorizeStream(streamKey{req.stream, req.delta}, req.streamName(), req.node); err != nil {
+		return err
 	}
 	r := s.tracker.request(req)
 	if req.delta {

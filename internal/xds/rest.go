@@ -19,8 +19,10 @@ import (
 // RESTHandler serves REST-JSON discovery as Envoy's REST API type expects:
 // POST /v3/discovery:clusters, :endpoints, :listeners, :routes with a JSON
 // DiscoveryRequest. It answers 304 when the request's version_info is
-// current, 503 until the model is ready, and 400 for a request beyond
-// the limits (limits.go) or a body over MaxRequestBytes.
+// current, 503 until the model is ready, 400 for a request beyond
+// the limits (limits.go) or a body over MaxRequestBytes, and 403 under
+// Options.RequireIdentity for a client whose certificate does not
+// entitle it to its node, or that presents none.
 func (s *Server) RESTHandler() http.Handler {
 	gw := &serverv3.HTTPGateway{Server: s.xds}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,10 +44,16 @@ func (s *Server) RESTHandler() http.Handler {
 		// The gateway reads the whole body: bound it as gRPC bounds a
 		// request (a longer body fails as unreadable, 400).
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+		// The fetch callback reads the client's certificate from here
+		// (identity.go).
+		r = r.WithContext(withTLSState(r.Context(), r.TLS))
 		body, code, err := gw.ServeHTTP(r)
 		if err != nil {
-			if status.Code(err) == codes.InvalidArgument {
+			switch status.Code(err) {
+			case codes.InvalidArgument:
 				code = http.StatusBadRequest // a request beyond the limits
+			case codes.PermissionDenied:
+				code = http.StatusForbidden // a node its certificate does not allow
 			}
 			http.Error(w, err.Error(), code)
 			return

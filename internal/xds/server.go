@@ -45,6 +45,14 @@ type Options struct {
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
 	Ready func() bool
+	// RequireIdentity serves a client only as a node its verified client
+	// certificate's SPIFFE ID entitles it to be (identity.go): the
+	// namespace the node claims must be the identity's, in the mesh's
+	// trust domain or an alias; otherwise its stream ends, or its REST
+	// request fails, with PermissionDenied (403). Set it when the
+	// listener requires client certificates; a REST request without one
+	// is refused.
+	RequireIdentity bool
 	// MaxClients, when above zero, caps the open xDS streams: a stream
 	// beyond it is refused at once with ResourceExhausted, so that the
 	// client retries through the Service and reaches another replica.
@@ -97,6 +105,10 @@ type Server struct {
 	limits          requestLimits
 	refusedRequests atomic.Uint64
 	refusedLog      *clientLog
+	// identities holds each stream's client identity under
+	// Options.RequireIdentity; identityLog says which refusals to log.
+	identities  streamIdentities
+	identityLog *clientLog
 	// shed holds the client connections Shed can close, and shedCount
 	// counts the streams that were open on those it closed.
 	shed      shedConns
@@ -117,14 +129,15 @@ func NewServer(opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{
-		opts:       opts,
-		log:        opts.Logger,
-		prefix:     versionPrefix(),
-		watches:    newWatchIndex(),
-		tracker:    newClientTracker(opts.Observer),
-		refused:    &refusals{log: opts.Logger, every: refusalLogEvery},
-		limits:     requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
-		refusedLog: newClientLog(clientLogEvery, clientLogMax),
+		opts:        opts,
+		log:         opts.Logger,
+		prefix:      versionPrefix(),
+		watches:     newWatchIndex(),
+		tracker:     newClientTracker(opts.Observer),
+		refused:     &refusals{log: opts.Logger, every: refusalLogEvery},
+		limits:      requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
+		refusedLog:  newClientLog(clientLogEvery, clientLogMax),
+		identityLog: newClientLog(clientLogEvery, clientLogMax),
 	}
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
