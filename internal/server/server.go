@@ -76,7 +76,9 @@ type Options struct {
 	// OnInformerEvent).
 	Metrics *metrics.Metrics
 	// XDSCert and XDSKey enable TLS on the xDS port; XDSClientCA also
-	// requires and verifies client certificates (mTLS). The files are
+	// requires and verifies client certificates (mTLS), and serves a
+	// client only as a node of the namespace of its certificate's SPIFFE
+	// ID (xds.Options.RequireIdentity). The files are
 	// read again when they change (their folders are watched, and read
 	// every DefaultTLSReloadInterval): new connections get the new
 	// certificate and CA, open ones go on.
@@ -170,8 +172,11 @@ func New(opts Options) (*Server, error) {
 		Routes:         routeIndex(opts.Routes),
 		Ready:          s.ready,
 		MaxClients:     opts.MaxClients,
-		Logger:         opts.Logger,
-		Observer:       opts.Metrics,
+		// A client CA makes every client present a certificate: its
+		// SPIFFE ID then says which namespace's node it may be.
+		RequireIdentity: opts.XDSClientCA != "",
+		Logger:          opts.Logger,
+		Observer:        opts.Metrics,
 
 		MaxRequestNames: opts.MaxRequestNames,
 	})

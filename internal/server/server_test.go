@@ -17,8 +17,10 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
@@ -140,7 +142,10 @@ func fetchListener(ctx context.Context, conn *grpc.ClientConn) (*xdstest.Respons
 func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 	ca := testpki.New(t)
 	serverCert, serverKey := ca.Issue(t, testpki.Leaf{Name: "server", IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	clientCert, clientKey := ca.Issue(t, testpki.Leaf{Name: "client", Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	// The identity of fetchListener's node, whose namespace is default.
+	clientCert, clientKey := ca.Issue(t, testpki.Leaf{Name: "client", URIs: []string{"spiffe://cluster.local/ns/default/sa/c"},
+		Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	anonymous := ca.IssuePEM(t, testpki.Leaf{Name: "anonymous", Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}).KeyPair(t)
 	caFile := ca.File
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
@@ -192,6 +197,10 @@ func TestXDSOverTLSAndMutualTLS(t *testing.T) {
 		resp, err := fetchListener(ctx, dialTLS(s.XDSAddr(), cert))
 		if err != nil || len(resp.Resources) != 1 {
 			t.Fatalf("with a client certificate: %v, %v", resp, err)
+		}
+		// The CA's certificate says who the client is no more than none.
+		if _, err := fetchListener(ctx, dialTLS(s.XDSAddr(), anonymous)); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("with a client certificate without a SPIFFE ID: %v, want PermissionDenied", err)
 		}
 	})
 }

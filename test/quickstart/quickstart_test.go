@@ -278,12 +278,11 @@ type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
 func newPKI(t *testing.T) pki {
 	t.Helper()
 	ca := testpki.New(t)
-	leaf := func(name string, usage x509.ExtKeyUsage) (string, string) {
-		return ca.Issue(t, testpki.Leaf{Name: name, IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{usage}})
-	}
 	p := pki{ca: ca.File}
-	p.serverCert, p.serverKey = leaf("server", x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = leaf("client", x509.ExtKeyUsageClientAuth)
+	p.serverCert, p.serverKey = ca.Issue(t, testpki.Leaf{Name: "server", IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	// A workload of namespace files, which the clients' bootstraps name.
+	p.clientCert, p.clientKey = ca.Issue(t, testpki.Leaf{Name: "client", URIs: []string{"spiffe://cluster.local/ns/files/sa/default"},
+		Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return p
 }
 
