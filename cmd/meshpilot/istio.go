@@ -62,7 +62,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource
 	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
-		QueueMetrics: m.WorkqueueProvider(),
+		QueueMetrics: m.WorkqueueProviderFor(f.clusterID),
 	})
 	if err != nil {
 		return istioServing{}, nil, err

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
+	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
@@ -30,8 +31,8 @@ func kubeOptions(f serveFlags, mesh *meshconfig.Watcher, log *slog.Logger) kube.
 
 // remoteClusters returns what follows the remote-cluster Secrets of the
 // local cluster (client) and adds each remote cluster's registry to the
-// served aggregate.
-func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f serveFlags, log *slog.Logger) func(context.Context, *aggregate.Controller) error {
+// served aggregate, its metrics in m under its cluster ID.
+func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f serveFlags, log *slog.Logger, m *metrics.Metrics) func(context.Context, *aggregate.Controller) error {
 	return func(ctx context.Context, sources *aggregate.Controller) error {
 		c, err := multicluster.New(multicluster.Options{
 			Client:         client,
@@ -47,6 +48,8 @@ func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f ser
 				}
 				opts := kubeOptions(f, mesh, log.With("cluster", clusterID))
 				opts.ClusterID = clusterID
+				opts.QueueMetrics = m.WorkqueueProviderFor(clusterID)
+				opts.OnInformerEvent = m.InformerEventsFor(clusterID)
 				reg, err := kube.New(remote, opts)
 				if err != nil {
 					return nil, err

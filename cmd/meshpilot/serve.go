@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -133,6 +134,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	context.AfterFunc(ctx, stop)
 
 	f.systemNamespaceSet = cmd.Flags().Changed("system-namespace")
+	// An empty --cluster-id is Istio's default, as the server reads it, so
+	// that metrics and pages name the local cluster alike.
+	f.clusterID = cmp.Or(f.clusterID, model.DefaultClusterID)
 	if f.balanceTolerance < 0 || f.shedRate <= 0 {
 		return fmt.Errorf("invalid --balance-tolerance %v or --shed-rate %v: use a tolerance of 0 or more and a rate above 0", f.balanceTolerance, f.shedRate)
 	}
@@ -195,8 +199,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	m := metrics.New()
 	opts := kubeOptions(f, mesh, log)
-	opts.QueueMetrics = m.WorkqueueProvider()
-	opts.OnInformerEvent = m.InformerEvent
+	opts.QueueMetrics = m.WorkqueueProviderFor(f.clusterID)
+	opts.OnInformerEvent = m.InformerEventsFor(f.clusterID)
 	reg, err := kube.New(client, opts)
 	if err != nil {
 		return err
@@ -212,7 +216,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer waitIstio()
 	defer stopIstio()
-	remotes := remoteClusters(client, mesh, f, log)
+	remotes := remoteClusters(client, mesh, f, log, m)
 	besides := []beside{{name: "remote clusters", run: func(ctx context.Context, srv *server.Server) error {
 		return remotes(ctx, srv.Registry())
 	}}}

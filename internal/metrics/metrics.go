@@ -23,9 +23,10 @@
 //	debounce_events_total                  model events received by the debouncer
 //	debounce_pushes_total                  pushes the debouncer made of them
 //	debounce_merged_events_total           events merged into a push another event started
-//	registry_services, registry_endpoints  size of the model
-//	informer_events_total{kind,event}      Kubernetes informer events (add, update, delete)
-//	workqueue_*{name}                      client-go's work queue metrics (depth, adds,
+//	registry_services{cluster},            what each cluster's registries hold (the local
+//	registry_endpoints{cluster}            cluster's: its Kubernetes registry, ServiceEntries, files)
+//	informer_events_total{cluster,kind,event}  Kubernetes informer events (add, update, delete)
+//	workqueue_*{name,cluster}              client-go's work queue metrics (depth, adds,
 //	                                       queue and work duration, retries, ...)
 //	config_objects{kind,state}             Istio objects read, by kind and state (applied,
 //	                                       partial: some fields not sent to a kind of client,
@@ -37,6 +38,9 @@
 //	audit_relists_total{kind}              relists of a kind whose difference outlived two audits
 //
 // plus the Go runtime (go_*) and process (process_*) collectors.
+//
+// cluster is a cluster's ID: --cluster-id for the local cluster, the
+// remote Secret's key for a remote one.
 package metrics
 
 import (
@@ -112,8 +116,8 @@ func New() *Metrics {
 	})
 	m.informer = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "informer", Name: "events_total",
-		Help: "Kubernetes informer events, by kind of object and event (add, update, delete); updates that change nothing included.",
-	}, []string{"kind", "event"})
+		Help: "Kubernetes informer events, by cluster, kind of object and event (add, update, delete); updates that change nothing included.",
+	}, []string{"cluster", "kind", "event"})
 	m.queue = newWorkqueueMetrics()
 	m.registry.MustRegister(
 		m.pushes, m.nacks, m.convSent, m.convACKed, m.pushDuration,
@@ -162,32 +166,59 @@ func (m *Metrics) Pushed(events int, took time.Duration) {
 	}
 }
 
-// InformerEvent counts one informer event; it fits kube.Options.OnInformerEvent.
-func (m *Metrics) InformerEvent(kind, event string) { m.informer.WithLabelValues(kind, event).Inc() }
+// InformerEventsFor returns what counts the informer events of one
+// cluster's registry; it fits kube.Options.OnInformerEvent.
+func (m *Metrics) InformerEventsFor(cluster string) func(kind, event string) {
+	return func(kind, event string) { m.informer.WithLabelValues(cluster, kind, event).Inc() }
+}
 
-// WorkqueueProvider returns the work queue metrics provider for
-// kube.Options.QueueMetrics. client-go (v0.31 and later) takes a provider
-// per queue, so this one stays in this registry and the process-wide
+// WorkqueueProviderFor returns the work queue metrics provider of one
+// cluster's registries, for kube.Options.QueueMetrics and
+// crd.Options.QueueMetrics. client-go (v0.31 and later) takes a provider
+// per queue, so these stay in this registry and the process-wide
 // workqueue.SetProvider is never needed.
-func (m *Metrics) WorkqueueProvider() workqueue.MetricsProvider { return m.queue }
+func (m *Metrics) WorkqueueProviderFor(cluster string) workqueue.MetricsProvider {
+	return m.queue.provider(cluster)
+}
 
-// Sizes is what the registry size gauges read: the number of services and
-// endpoints in the model.
-type Sizes func() (services, endpoints int)
+// Size is what the registries of one cluster hold.
+type Size struct{ Services, Endpoints int }
 
-// WatchRegistry adds the registry size gauges, read from sizes at each
+// Sizes is what the registry size gauges read: by cluster ID, what the
+// cluster's registries hold.
+type Sizes func() map[string]Size
+
+// WatchRegistry adds the registry size gauges, read from sizes once per
 // scrape. Call it once.
 func (m *Metrics) WatchRegistry(sizes Sizes) {
-	m.registry.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "registry", Name: "services",
-			Help: "Services in the model.",
-		}, func() float64 { s, _ := sizes(); return float64(s) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "registry", Name: "endpoints",
-			Help: "Endpoints in the model, each address and port of each service port counted once.",
-		}, func() float64 { _, e := sizes(); return float64(e) }),
-	)
+	m.registry.MustRegister(&registrySizes{
+		services: prometheus.NewDesc(prometheus.BuildFQName(namespace, "registry", "services"),
+			"Services the registries of each cluster hold; a service several clusters define counts in each.",
+			[]string{"cluster"}, nil),
+		endpoints: prometheus.NewDesc(prometheus.BuildFQName(namespace, "registry", "endpoints"),
+			"Endpoints the registries of each cluster hold, each address and port of each service port counted once.",
+			[]string{"cluster"}, nil),
+		sizes: sizes,
+	})
+}
+
+// registrySizes are the registry size gauges: both read from one call
+// of sizes, so that a scrape counts the registries once.
+type registrySizes struct {
+	services, endpoints *prometheus.Desc
+	sizes               Sizes
+}
+
+func (c *registrySizes) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.services
+	ch <- c.endpoints
+}
+
+func (c *registrySizes) Collect(ch chan<- prometheus.Metric) {
+	for cluster, s := range c.sizes() {
+		ch <- prometheus.MustNewConstMetric(c.services, prometheus.GaugeValue, float64(s.Services), cluster)
+		ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(s.Endpoints), cluster)
+	}
 }
 
 // ClientCounts is what the client gauge reads: connected streams of gRPC

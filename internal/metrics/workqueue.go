@@ -5,20 +5,20 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// workqueueMetrics is a client-go work queue metrics provider whose
-// metrics carry the queue's name as label "name", under the names
-// controller-runtime uses, prefixed meshpilot_.
+// workqueueMetrics are the work queue metrics of every cluster, under
+// the names controller-runtime uses, prefixed meshpilot_, labelled with
+// the queue's name and its cluster: each cluster's registry has a queue
+// of the same name. A provider gives them to the queues of one
+// cluster.
 type workqueueMetrics struct {
 	depth, unfinished, longest *prometheus.GaugeVec
 	adds, retries              *prometheus.CounterVec
 	latency, workDuration      *prometheus.HistogramVec
 }
 
-var _ workqueue.MetricsProvider = (*workqueueMetrics)(nil)
-
 func newWorkqueueMetrics() *workqueueMetrics {
 	const sub = "workqueue"
-	name := []string{"name"}
+	name := []string{"name", "cluster"}
 	buckets := prometheus.ExponentialBuckets(1e-6, 10, 10) // 1 µs to 1000 s
 	return &workqueueMetrics{
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -56,30 +56,45 @@ func (w *workqueueMetrics) register(r prometheus.Registerer) {
 	r.MustRegister(w.depth, w.adds, w.latency, w.workDuration, w.unfinished, w.longest, w.retries)
 }
 
-func (w *workqueueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return w.depth.WithLabelValues(name)
+// provider returns the provider of the queues of one cluster.
+func (w *workqueueMetrics) provider(cluster string) workqueue.MetricsProvider {
+	return clusterQueues{w, cluster}
 }
 
-func (w *workqueueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
-	return w.adds.WithLabelValues(name)
+// clusterQueues is the work queue metrics provider of one cluster's
+// queues. While a cluster's registry is replaced, the old and the new
+// queue, of one name, count in the same series.
+type clusterQueues struct {
+	*workqueueMetrics
+	cluster string
 }
 
-func (w *workqueueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return w.latency.WithLabelValues(name)
+var _ workqueue.MetricsProvider = clusterQueues{}
+
+func (q clusterQueues) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name, q.cluster)
 }
 
-func (w *workqueueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
-	return w.workDuration.WithLabelValues(name)
+func (q clusterQueues) NewAddsMetric(name string) workqueue.CounterMetric {
+	return q.adds.WithLabelValues(name, q.cluster)
 }
 
-func (w *workqueueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return w.unfinished.WithLabelValues(name)
+func (q clusterQueues) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return q.latency.WithLabelValues(name, q.cluster)
 }
 
-func (w *workqueueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return w.longest.WithLabelValues(name)
+func (q clusterQueues) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return q.workDuration.WithLabelValues(name, q.cluster)
 }
 
-func (w *workqueueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
-	return w.retries.WithLabelValues(name)
+func (q clusterQueues) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.unfinished.WithLabelValues(name, q.cluster)
+}
+
+func (q clusterQueues) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.longest.WithLabelValues(name, q.cluster)
+}
+
+func (q clusterQueues) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return q.retries.WithLabelValues(name, q.cluster)
 }

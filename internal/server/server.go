@@ -72,8 +72,9 @@ type Options struct {
 	// zero.
 	MaxRequestNames int
 	// Metrics receives the server's metrics; New makes a set when nil.
-	// Pass one to share it with the registry (kube.Options.QueueMetrics,
-	// OnInformerEvent).
+	// Pass one to share it with the registries (kube.Options.QueueMetrics
+	// and OnInformerEvent, from WorkqueueProviderFor and
+	// InformerEventsFor of each registry's cluster).
 	Metrics *metrics.Metrics
 	// XDSCert and XDSKey enable TLS on the xDS port; XDSClientCA also
 	// requires and verifies client certificates (mTLS), and serves a
@@ -180,7 +181,7 @@ func New(opts Options) (*Server, error) {
 
 		MaxRequestNames: opts.MaxRequestNames,
 	})
-	s.metrics.WatchRegistry(registry.Len)
+	s.metrics.WatchRegistry(s.registrySizes)
 	s.metrics.WatchClients(s.xds.ClientCounts)
 	s.metrics.WatchRefusedStreams(func() (notReady, maxClients uint64) {
 		r := s.xds.RefusedStreams()
@@ -264,6 +265,17 @@ func (s *Server) debugOptions() debug.Options {
 
 // localClusterID is Options.ClusterID or its default.
 func (s *Server) localClusterID() string { return cmp.Or(s.opts.ClusterID, model.DefaultClusterID) }
+
+// registrySizes counts what each cluster's registries hold, for the
+// registry size gauges.
+func (s *Server) registrySizes() map[string]metrics.Size {
+	out := map[string]metrics.Size{}
+	for _, src := range s.registry.SourceSizes() {
+		c := aggregate.SourceCluster(src.Source, s.localClusterID())
+		out[c] = metrics.Size{Services: out[c].Services + src.Services, Endpoints: out[c].Endpoints + src.Endpoints}
+	}
+	return out
+}
 
 // logPortConflict logs a port conflict once when it appears or changes,
 // and once when it ends; /debug/configz lists those in force.

@@ -55,7 +55,7 @@ func startObserved(t *testing.T, ns string, o server.Options) *running {
 	m := metrics.New()
 	if len(o.Sources) == 0 {
 		reg, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log,
-			QueueMetrics: m.WorkqueueProvider(), OnInformerEvent: m.InformerEvent})
+			QueueMetrics: m.WorkqueueProviderFor(model.DefaultClusterID), OnInformerEvent: m.InformerEventsFor(model.DefaultClusterID)})
 		if err != nil {
 			t.Fatal(err)
 		}
