@@ -123,6 +123,9 @@ type ChannelOptions struct {
 	// the node's locality (empty when unset, as meshpilot's bootstrap
 	// writes it without one).
 	NodeName, Region, Zone string
+	// ClusterID, when set, is the CLUSTER_ID node metadata: the cluster
+	// the client runs in.
+	ClusterID string
 	// XDSCredentials makes the channel secure its connections as the
 	// clusters' TLS contexts say (gRFC A29), with the certificate
 	// providers of its bootstrap; plaintext where they say nothing.
@@ -149,6 +152,9 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
 	metadata := map[string]string{"GENERATOR": o.Generator, "NAMESPACE": ns}
 	if o.NodeName != "" {
 		metadata["NODE_NAME"] = o.NodeName
+	}
+	if o.ClusterID != "" {
+		metadata["CLUSTER_ID"] = o.ClusterID
 	}
 	node, err := json.Marshal(map[string]any{
 		"id":       fmt.Sprintf("sidecar~%s~client-%d.%s~%s.svc.cluster.local", ip, nodeSeq.Add(1), ns, ns),

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +20,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
+	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
@@ -62,18 +68,26 @@ func TestRemoteClusterSecret(t *testing.T) {
 		sliceB.Endpoints = append(sliceB.Endpoints, discoveryv1.Endpoint{Addresses: []string{docAddr(b)}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}
 	envB.ApplyEndpointSlice(t, sliceB)
+	// "ports" in both, its port named otherwise in B: a port conflict.
+	createService(t, ns, "ports", 7071)
+	if _, err := envB.Client.CoreV1().Services(ns).Create(ctx(t), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "ports", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 7071}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	logs := testutil.NewLines()
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	srv := startMeshpilot(t, ns)
+	srv := startObserved(t, ns, server.Options{})
 	remotes, err := multicluster.New(multicluster.Options{
 		Client:         env.Client,
 		Namespace:      system,
-		LocalClusterID: "Kubernetes",
+		LocalClusterID: model.DefaultClusterID,
 		Sources:        srv.Registry(),
 		Logger:         log,
 		SyncTimeout:    2 * time.Second,
-		NewRegistry:    remoteRegistry(ns, log),
+		NewRegistry:    remoteRegistry(ns, log, srv.Metrics()),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +127,44 @@ func TestRemoteClusterSecret(t *testing.T) {
 			}
 		}
 	})
+	t.Run("B's port conflict, metrics and clients are shown by cluster", func(t *testing.T) {
+		awaitConflicts(t, srv.HTTPAddr(), []debug.ServiceConflict{{
+			Hostname: model.Hostname("ports." + ns + ".svc.cluster.local"), Served: "Kubernetes", DefinedBy: []string{"Kubernetes", "cluster-b"},
+			Why: `ports differ; the first definition, Kubernetes's, is served: port 7071 is named "grpc" in Kubernetes, "http" in cluster-b: none of cluster-b's endpoints serve it`,
+		}})
+		var checks []metricCheck
+		for _, cluster := range []string{"Kubernetes", "cluster-b"} {
+			checks = append(checks,
+				metricCheck{"meshpilot_registry_services", []string{"cluster", cluster}, exactly(2), "2"},
+				metricCheck{"meshpilot_registry_endpoints", []string{"cluster", cluster}, exactly(2), "2"},
+				metricCheck{"meshpilot_informer_events_total", []string{"cluster", cluster, "kind", "Service", "event", "add"}, atLeast(2), ">= 2"},
+				metricCheck{"meshpilot_workqueue_adds_total", []string{"cluster", cluster, "name", kube.QueueName}, atLeast(2), ">= 2"})
+		}
+		awaitMetrics(t, srv.HTTPAddr(), checks)
+		// A client of cluster B beside the one of A (no CLUSTER_ID: the
+		// local cluster).
+		grpctest.AwaitSpread(t, grpctest.Channel(t, srv.XDSAddr(), "xds:///echo."+ns+".svc.cluster.local:7070",
+			grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback, ClusterID: "cluster-b"}), both...)
+		awaitSyncz(t, srv.HTTPAddr(), "a client of each cluster", func(cs []debug.SyncStatus) bool {
+			var clusters []string
+			for _, c := range cs {
+				clusters = append(clusters, c.Cluster)
+			}
+			slices.Sort(clusters)
+			return slices.Equal(clusters, []string{"", "cluster-b"})
+		})
+	})
 	t.Run("the Secret removed takes them away", func(t *testing.T) {
 		if err := secrets.Delete(ctx(t), secret.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		grpctest.AwaitSpread(t, cc, inA...)
+		awaitConflicts(t, srv.HTTPAddr(), nil)
+		gone := func(v float64) bool { return math.IsNaN(v) }
+		awaitMetrics(t, srv.HTTPAddr(), []metricCheck{
+			{"meshpilot_registry_services", []string{"cluster", "cluster-b"}, gone, "no series"},
+			{"meshpilot_registry_services", []string{"cluster", "Kubernetes"}, exactly(2), "2"},
+		})
 	})
 	t.Run("a changed kubeconfig swaps in only once it has synced", func(t *testing.T) {
 		secret.ResourceVersion = ""
@@ -213,7 +260,7 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 	remotes, err := multicluster.New(multicluster.Options{
 		Client: env.Client, Namespace: system, LocalClusterID: "Kubernetes", Sources: srv.Registry(), Logger: log,
 		SyncTimeout: 500 * time.Millisecond,
-		NewRegistry: remoteRegistry(ns, log),
+		NewRegistry: remoteRegistry(ns, log, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -229,15 +276,37 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 }
 
 // remoteRegistry builds a remote cluster's registry watching ns, as serve
-// builds them.
-func remoteRegistry(ns string, log *slog.Logger) multicluster.NewRegistry {
+// builds them: its metrics, when m is set, under its cluster ID.
+func remoteRegistry(ns string, log *slog.Logger, m *metrics.Metrics) multicluster.NewRegistry {
 	return func(clusterID string, cfg *rest.Config) (model.Controller, error) {
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		return kube.New(client, kube.Options{ClusterID: clusterID, Namespaces: []string{ns}, Logger: log.With("cluster", clusterID)})
+		o := kube.Options{ClusterID: clusterID, Namespaces: []string{ns}, Logger: log.With("cluster", clusterID)}
+		if m != nil {
+			o.QueueMetrics, o.OnInformerEvent = m.WorkqueueProviderFor(clusterID), m.InformerEventsFor(clusterID)
+		}
+		return kube.New(client, o)
 	}
+}
+
+// awaitConflicts reads /debug/configz until its serviceConflicts are want
+// (their ports aside).
+func awaitConflicts(t *testing.T, addr string, want []debug.ServiceConflict) {
+	t.Helper()
+	testenv.Eventually(t, "the port conflicts on /debug/configz", func() (bool, string) {
+		var z debug.Configz
+		getJSON(t, "http://"+addr+"/debug/configz", &z)
+		got := slices.Clone(z.ServiceConflicts)
+		for i := range got {
+			if len(got[i].Ports) != len(got[i].DefinedBy) {
+				return false, fmt.Sprintf("ports of %v: %v", got[i].DefinedBy, got[i].Ports)
+			}
+			got[i].Ports = nil
+		}
+		return reflect.DeepEqual(got, want) || (len(got) == 0 && len(want) == 0), fmt.Sprintf("%+v", z.ServiceConflicts)
+	})
 }
 
 // runUntilCleanup runs the remote-Secret controller until the test ends.
