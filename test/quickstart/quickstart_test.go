@@ -202,7 +202,8 @@ func TestServeFromAFolderWithBootstrap(t *testing.T) {
 
 // TestBootstrapWithMutualTLS: the printed bootstrap's tls channel
 // credentials reach a meshpilot that requires client certificates, and
-// clients without one, or with one from another CA, are refused.
+// clients without one, with one from another CA, or with one whose SPIFFE
+// ID names another namespace than their node, are refused.
 func TestBootstrapWithMutualTLS(t *testing.T) {
 	bin := testutil.BuildMeshpilot(t)
 	bs := grpctest.StartBackends(t, "127.0.0.43")
@@ -228,6 +229,7 @@ func TestBootstrapWithMutualTLS(t *testing.T) {
 	}{
 		{"a client without a certificate is refused", "no-cert", nil},
 		{"a client certificate from another CA is refused", "stranger", []string{"--cert", stranger.clientCert, "--key", stranger.clientKey}},
+		{"a client certificate of another namespace is refused", "shop-client", []string{"--cert", pki.shopCert, "--key", pki.shopKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := runBootstrap(t, bin, append([]string{"--xds-server", xdsAddr, "--namespace", "files", "--pod", tc.pod, "--ca-cert", pki.ca}, tc.certFlags...)...)
@@ -236,7 +238,8 @@ func TestBootstrapWithMutualTLS(t *testing.T) {
 			if _, err := grpctest.Call(context.Background(), channelFrom(t, out, "xds:///echo.files.svc.cluster.local:7070")); status.Code(err) != codes.Unavailable {
 				t.Fatalf("RPC through meshpilot without a valid client certificate: %v, want Unavailable", err)
 			}
-			// Refused in the TLS handshake, never an xDS stream.
+			// Refused in the TLS handshake, or at the stream's first
+			// request (PermissionDenied): meshpilot holds no stream.
 			for _, node := range xdsNodes(t, httpAddr) {
 				if strings.Contains(node, "~"+tc.pod+".files~") {
 					t.Fatalf("meshpilot holds a stream of %s", node)
@@ -271,10 +274,14 @@ func xdsNodes(t *testing.T, httpAddr string) []string {
 	return nodes
 }
 
-type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
+type pki struct {
+	ca, serverCert, serverKey, clientCert, clientKey string
+	// shopCert and shopKey are a client certificate of namespace shop.
+	shopCert, shopKey string
+}
 
-// newPKI writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate.
+// newPKI writes a CA, a server certificate for 127.0.0.1 and client
+// certificates of namespaces files and shop.
 func newPKI(t *testing.T) pki {
 	t.Helper()
 	ca := testpki.New(t)
@@ -282,6 +289,8 @@ func newPKI(t *testing.T) pki {
 	p.serverCert, p.serverKey = ca.Issue(t, testpki.Leaf{Name: "server", IPs: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	// A workload of namespace files, which the clients' bootstraps name.
 	p.clientCert, p.clientKey = ca.Issue(t, testpki.Leaf{Name: "client", URIs: []string{"spiffe://cluster.local/ns/files/sa/default"},
+		Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	p.shopCert, p.shopKey = ca.Issue(t, testpki.Leaf{Name: "shop", URIs: []string{"spiffe://cluster.local/ns/shop/sa/default"},
 		Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return p
 }
