@@ -53,9 +53,11 @@ type BalancerOptions struct {
 	Log    *slog.Logger
 }
 
-// Balancer sheds the clients a replica holds beyond its fair share, a
-// few a second, so that they reconnect through the Service to replicas
-// that hold fewer.
+// Balancer sheds the clients a replica holds beyond its fair share plus
+// the tolerance (Excess), and lends those above the fair share while a
+// peer holds less than the fair share minus the tolerance (Lend), a few
+// a second, so that they reconnect through the Service to replicas that
+// hold fewer.
 //
 // Run's goroutine alone uses a Balancer's fields.
 type Balancer struct {
@@ -112,10 +114,14 @@ func (b *Balancer) step(now time.Time) {
 	}
 	b.last = now
 	mine := b.opts.Clients()
-	v, ok := WithOwn(b.opts.View(), b.opts.Self, mine, b.inFlight(now))
+	inFlight := b.inFlight(now)
+	v, ok := WithOwn(b.opts.View(), b.opts.Self, mine, inFlight)
 	excess := 0
 	if ok {
 		excess = Excess(mine, v, b.opts.Tolerance)
+		if excess == 0 {
+			excess = Lend(b.opts.Self, mine, inFlight, v, b.opts.Tolerance)
+		}
 	}
 	if excess == 0 {
 		// Nothing owed: the rate does not accumulate while balanced.

@@ -190,48 +190,53 @@ func TestOutOfReach(t *testing.T) {
 	})
 }
 
-// streamSet is one replica's open streams in TestBalanceConverges.
-type streamSet struct {
-	mu      sync.Mutex // guards streams
-	streams []replicas.Conn
+// connSet is one replica's open client connections in the balancing
+// tests.
+type connSet struct {
+	mu    sync.Mutex // guards conns
+	conns []replicas.Conn
 }
 
-func (s *streamSet) count() int {
+func (s *connSet) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.streams)
+	return len(s.conns)
 }
 
-func (s *streamSet) list() []replicas.Conn {
+func (s *connSet) list() []replicas.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.streams)
+	return slices.Clone(s.conns)
 }
 
-// TestBalanceConverges: replica a holds ten clients, b just started and
-// holds none. Through their Leases in a real API server, a sheds down to
-// its fair share plus the tolerance (6 of 10 over two), the shed clients
-// reconnect to b (as through a Service to the replica that is not
-// closing them), and nothing is shed after that, not even by b.
-func TestBalanceConverges(t *testing.T) {
+// balancing runs a publisher and a balancer per replica, each starting
+// with the given number of old client connections, on a real API
+// server; a shed client reconnects at once to the replica land picks
+// for it, as through a Service.
+type balancing struct {
+	sets   map[string]*connSet
+	shedBy map[string]*atomic.Int64
+	names  []string
+}
+
+func startBalancing(t *testing.T, start map[string]int, land func(from string) string) *balancing {
+	t.Helper()
 	ns := env.Namespace(t, nil)
-	sets := map[string]*streamSet{"a": {}, "b": {}}
-	for i := range 10 {
-		sets["a"].streams = append(sets["a"].streams, replicas.Conn{ID: int64(i + 1), Opened: time.Now().Add(-time.Hour)})
-	}
+	b := &balancing{sets: map[string]*connSet{}, shedBy: map[string]*atomic.Int64{}}
 	var nextID atomic.Int64
-	nextID.Store(100)
-	var shedBy sync.Map // replica name -> *atomic.Int64
+	for name, n := range start {
+		set := &connSet{}
+		for range n {
+			set.conns = append(set.conns, replicas.Conn{ID: nextID.Add(1), Opened: time.Now().Add(-time.Hour)})
+		}
+		b.sets[name], b.shedBy[name] = set, &atomic.Int64{}
+		b.names = append(b.names, name)
+	}
+	slices.Sort(b.names)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	for name, set := range sets {
-		other := sets["a"]
-		if name == "a" {
-			other = sets["b"]
-		}
-		shed := &atomic.Int64{}
-		shedBy.Store(name, shed)
+	for name, set := range b.sets {
 		pub, err := replicas.New(replicas.Options{Client: env.Client, Namespace: ns, Name: name, Period: period, Clients: set.count})
 		if err != nil {
 			t.Fatal(err)
@@ -240,39 +245,93 @@ func TestBalanceConverges(t *testing.T) {
 			View: pub.View, Self: name, Clients: set.count, Conns: set.list,
 			Shed: func(ids []int64) int {
 				set.mu.Lock()
-				before := len(set.streams)
-				set.streams = slices.DeleteFunc(set.streams, func(s replicas.Conn) bool { return slices.Contains(ids, s.ID) })
-				n := before - len(set.streams)
+				before := len(set.conns)
+				set.conns = slices.DeleteFunc(set.conns, func(c replicas.Conn) bool { return slices.Contains(ids, c.ID) })
+				n := before - len(set.conns)
 				set.mu.Unlock()
-				other.mu.Lock()
 				for range n {
-					other.streams = append(other.streams, replicas.Conn{ID: nextID.Add(1), Opened: time.Now()})
+					to := b.sets[land(name)]
+					to.mu.Lock()
+					to.conns = append(to.conns, replicas.Conn{ID: nextID.Add(1), Opened: time.Now()})
+					to.mu.Unlock()
 				}
-				other.mu.Unlock()
-				shed.Add(int64(n))
+				b.shedBy[name].Add(int64(n))
 				return n
 			},
-			Tolerance: replicas.DefaultTolerance, Rate: 4, Settle: 2 * period,
+			Tolerance: replicas.DefaultTolerance, Rate: 4, Settle: replicas.SettleFor(period),
 		})
 		wg.Go(func() { pub.Run(ctx) })
 		wg.Go(func() { bal.Run(ctx) })
 	}
-	detail := func() string {
-		a, _ := shedBy.Load("a")
-		b, _ := shedBy.Load("b")
-		return fmt.Sprintf("a holds %d (shed %d), b holds %d (shed %d)", sets["a"].count(), a.(*atomic.Int64).Load(),
-			sets["b"].count(), b.(*atomic.Int64).Load())
+	return b
+}
+
+func (b *balancing) counts() map[string]int {
+	out := map[string]int{}
+	for name, set := range b.sets {
+		out[name] = set.count()
 	}
-	testenv.Eventually(t, "a at its share plus tolerance", func() (bool, string) {
-		return sets["a"].count() == 6 && sets["b"].count() == 4, detail()
-	})
-	// Settled: several renew periods and settle windows go by without a
-	// stream shed by either.
+	return out
+}
+
+func (b *balancing) String() string {
+	s := ""
+	for _, name := range b.names {
+		s += fmt.Sprintf("%s holds %d (shed %d) ", name, b.sets[name].count(), b.shedBy[name].Load())
+	}
+	return s
+}
+
+// holds checks for several renew periods and settle windows that the
+// counts stay as they are: no replica sheds any more.
+func (b *balancing) holds(t *testing.T, ok func(map[string]int) bool) {
+	t.Helper()
 	deadline := time.Now().Add(6 * period)
 	for time.Now().Before(deadline) {
-		if sets["a"].count() != 6 || sets["b"].count() != 4 {
-			t.Fatalf("shedding went on after the share was reached: %s", detail())
+		if !ok(b.counts()) {
+			t.Fatalf("shedding went on after the shares were reached: %s", b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestBalanceConverges: replica a holds ten clients, b just started and
+// holds none. Through their Leases in a real API server, a sheds down to
+// its fair share plus the tolerance (6 of 10 over two), the shed clients
+// reconnect to b (as through a Service to the replica that is not
+// closing them), and nothing is shed after that, not even by b.
+func TestBalanceConverges(t *testing.T) {
+	b := startBalancing(t, map[string]int{"a": 10, "b": 0}, func(from string) string {
+		if from == "a" {
+			return "b"
+		}
+		return "a"
+	})
+	at := func(c map[string]int) bool { return c["a"] == 6 && c["b"] == 4 }
+	testenv.Eventually(t, "a at its share plus tolerance", func() (bool, string) { return at(b.counts()), b.String() })
+	b.holds(t, at)
+}
+
+// TestRestartedReplicaFillsUp: a and b hold 30 clients each, c has just
+// restarted with none; a shed client lands on any of the three in turn,
+// as kube-proxy spreads new connections, so a third of them come back.
+// Shedding down to share plus tolerance alone would leave c at 12 of a
+// fair 20 (24 each on a and b); a and b lend their clients above the
+// share while c is under the band, until all three are within
+// 20 x (1 ± 0.2), and then shed nothing more.
+func TestRestartedReplicaFillsUp(t *testing.T) {
+	var turn atomic.Int64
+	b := startBalancing(t, map[string]int{"a": 30, "b": 30, "c": 0}, func(string) string {
+		return []string{"a", "b", "c"}[turn.Add(1)%3]
+	})
+	inBand := func(c map[string]int) bool {
+		for _, n := range c {
+			if n < 16 || n > 24 {
+				return false
+			}
+		}
+		return c["a"]+c["b"]+c["c"] == 60
+	}
+	testenv.Eventually(t, "every replica within its share and the tolerance", func() (bool, string) { return inBand(b.counts()), b.String() })
+	b.holds(t, inBand)
 }

@@ -98,3 +98,42 @@ func Excess(mine int, v View, tolerance float64) int {
 	}
 	return int(math.Ceil(over - 1e-9))
 }
+
+// Lend is how many more clients a replica within its upper limit should
+// let go because a peer holds fewer than fair share × (1 - tolerance):
+// shedding the excess alone stops once every replica is under its upper
+// limit, and a replica restarted among two full ones would stay at
+// fair share × (1 - 2 × tolerance). The peers' shortfall is split among
+// the replicas above the fair share by how far above they are; a
+// replica lends only clients above the fair share, so it never falls
+// below it itself; and the clients it shed recently (inFlight, still
+// counted in its own entry of v, see WithOwn) are taken off, since
+// peers' Leases do not show them yet. Shed clients land on any replica,
+// so a shortfall closes over several rounds of a settle window each.
+//
+// v is WithOwn's view, self this replica's name and mine what it holds
+// now. It is 0 when the view cannot be trusted or with one replica.
+func Lend(self string, mine, inFlight int, v View, tolerance float64) int {
+	if !v.Reachable || len(v.Live) < 2 || tolerance < 0 {
+		return 0
+	}
+	fair := v.FairShare()
+	low := fair * (1 - tolerance)
+	var short, above, ownAbove float64
+	for _, r := range v.Live {
+		c := float64(r.Clients)
+		if r.Name == self {
+			ownAbove = max(c-fair, 0)
+			above += ownAbove
+			continue
+		}
+		short += max(low-c, 0)
+		above += max(c-fair, 0)
+	}
+	if short <= 0 || ownAbove <= 0 || float64(mine) <= fair {
+		return 0
+	}
+	part := int(math.Ceil(short*ownAbove/above-1e-9)) - inFlight
+	room := int(math.Floor(float64(mine) - fair + 1e-9))
+	return max(min(part, room), 0)
+}

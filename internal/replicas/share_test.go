@@ -182,3 +182,57 @@ func TestWithOwn(t *testing.T) {
 		t.Errorf("WithOwn changed the view it was given: %+v", v)
 	}
 }
+
+// TestLend: once every replica is under its upper limit, those above the
+// fair share let go of clients while a peer is below the fair share minus
+// the tolerance: the shortfall split by how far above each is, never
+// below the fair share itself, less what it shed recently.
+func TestLend(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	view := func(counts ...int) View {
+		var reps []Replica
+		for i, c := range counts {
+			reps = append(reps, Replica{Name: string(rune('a' + i)), Clients: c, Renewed: now})
+		}
+		v := Compute(reps, now, time.Minute)
+		v.Reachable = true
+		return v
+	}
+	tests := []struct {
+		name     string
+		v        View
+		mine     int // what a holds now; its entry in v when 0
+		inFlight int
+		want     int
+	}{
+		// Fair share 100, band 80 to 120: c lacks 20, a and b are 20
+		// above the share each and lend 10 each.
+		{name: "a restarted replica under the band: its shortfall split", v: view(120, 120, 60), want: 10},
+		{name: "the clients shed recently are taken off", v: view(120, 120, 60), inFlight: 4, want: 6},
+		{name: "shed recently at least the part: nothing", v: view(120, 120, 60), inFlight: 12},
+		{name: "every replica within the band: nothing", v: view(110, 110, 80)},
+		{name: "at or below the fair share: nothing to lend", v: view(100, 140, 60)},
+		// Fair share 100: a is 5 above, b 35: a lends 20 x 5/40, rounded up.
+		{name: "by how far above", v: view(105, 135, 60), want: 3},
+		// a's entry counts clients it shed that peers do not show yet;
+		// it holds 101 now and lends only the one above the share.
+		{name: "never below the fair share", v: view(120, 120, 60), mine: 101, want: 1},
+		{name: "alone: nothing", v: view(100)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mine := tt.mine
+			if mine == 0 {
+				mine = tt.v.Live[0].Clients
+			}
+			if got := Lend("a", mine, tt.inFlight, tt.v, 0.2); got != tt.want {
+				t.Errorf("Lend = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	blind := view(120, 120, 60)
+	blind.Reachable = false
+	if got := Lend("a", 120, 0, blind, 0.2); got != 0 {
+		t.Errorf("out of reach of the API server, Lend = %d, want 0", got)
+	}
+}
