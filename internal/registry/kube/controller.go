@@ -28,6 +28,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
+	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
 
 // Options configure a Controller.
@@ -120,8 +121,8 @@ type Controller struct {
 	watchNamespaces []string
 	// live are the informers' caches, which reconcile reads.
 	live *indexes
-	// relisters let Relist interrupt each kind's watches (relist.go).
-	relisters map[string]*relister
+	// relisters let Relist interrupt each kind's watches.
+	relisters map[string]*relist.Relister
 
 	registrations []cache.ResourceEventHandlerRegistration
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
@@ -161,10 +162,10 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 			workqueue.DefaultTypedControllerRateLimiter[serviceKey](),
 			workqueue.TypedRateLimitingQueueConfig[serviceKey]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
 		observed:  map[serviceKey]time.Time{},
-		relisters: map[string]*relister{},
+		relisters: map[string]*relist.Relister{},
 	}
 	for _, k := range Kinds {
-		c.relisters[k] = newRelister()
+		c.relisters[k] = relist.New()
 	}
 	for _, s := range opts.DiscoverySelectors {
 		sel, err := labels.Parse(s)

@@ -46,7 +46,8 @@ func (c *Controller) Cached(kind string) []any {
 }
 
 // Relist makes the informers of kind (one of Kinds) list it again, by
-// ending their watches as an expired resourceVersion would (relist.go):
+// ending their watches as an expired resourceVersion would (package
+// relist):
 // the informers then replay every object, their handlers rebuild the
 // services whose objects changed, and objects gone from the API are
 // deleted. It returns how many watches it ended; 0 when none was open
@@ -56,7 +57,7 @@ func (c *Controller) Relist(kind string) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("kube registry: no informer for kind %q", kind)
 	}
-	return r.relist(), nil
+	return r.Relist(), nil
 }
 
 // Resync rebuilds the model's service for a Kubernetes Service from the

@@ -1,18 +1,18 @@
 package kube
 
 import (
-	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
 
 // The kinds the registry watches, named as OnInformerEvent names them.
@@ -27,53 +27,40 @@ const (
 // Kinds lists the watched kinds, those services are built from first.
 var Kinds = []string{KindService, KindEndpointSlice, KindPod, KindNode, KindNamespace}
 
-// listFunc lists one page of a kind (a pager.ListPageFunc).
-type listFunc = func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
-
 // kindAPI is how one kind is listed and watched in a namespace ("" for
 // all namespaces, and for cluster-scoped kinds).
 type kindAPI struct {
 	example    runtime.Object
 	namespaced bool
-	list       func(client kubernetes.Interface, ns string) listFunc
-	watch      func(client kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	// informer builds an informer of the kind whose watches r can end.
+	informer func(r *relist.Relister, client kubernetes.Interface, ns string, resync time.Duration) cache.SharedIndexInformer
+	list     func(client kubernetes.Interface, ns string) pager.ListPageFunc
 }
 
-// typedClient is the part of a typed client (CoreV1().Services(ns), ...)
-// informers use; L is its list type.
-type typedClient[L runtime.Object] interface {
-	List(ctx context.Context, opts metav1.ListOptions) (L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(kubernetes.Interface, string) typedClient[L]) kindAPI {
+func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(kubernetes.Interface, string) relist.TypedClient[L]) kindAPI {
 	return kindAPI{
 		example: example, namespaced: namespaced,
-		list: func(c kubernetes.Interface, ns string) listFunc {
-			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return typed(c, ns).List(ctx, o)
-			}
+		informer: func(r *relist.Relister, c kubernetes.Interface, ns string, resync time.Duration) cache.SharedIndexInformer {
+			return relist.Informer(r, example, typed(c, ns), c, resync)
 		},
-		watch: func(c kubernetes.Interface, ns string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
-			return typed(c, ns).Watch
-		},
+		list: func(c kubernetes.Interface, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
 	}
 }
 
 var kindAPIs = map[string]kindAPI{
-	KindService: newKindAPI(&corev1.Service{}, true, func(c kubernetes.Interface, ns string) typedClient[*corev1.ServiceList] {
+	KindService: newKindAPI(&corev1.Service{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*corev1.ServiceList] {
 		return c.CoreV1().Services(ns)
 	}),
-	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c kubernetes.Interface, ns string) typedClient[*discoveryv1.EndpointSliceList] {
+	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*discoveryv1.EndpointSliceList] {
 		return c.DiscoveryV1().EndpointSlices(ns)
 	}),
-	KindPod: newKindAPI(&corev1.Pod{}, true, func(c kubernetes.Interface, ns string) typedClient[*corev1.PodList] {
+	KindPod: newKindAPI(&corev1.Pod{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*corev1.PodList] {
 		return c.CoreV1().Pods(ns)
 	}),
-	KindNode: newKindAPI(&corev1.Node{}, false, func(c kubernetes.Interface, _ string) typedClient[*corev1.NodeList] {
+	KindNode: newKindAPI(&corev1.Node{}, false, func(c kubernetes.Interface, _ string) relist.TypedClient[*corev1.NodeList] {
 		return c.CoreV1().Nodes()
 	}),
-	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c kubernetes.Interface, _ string) typedClient[*corev1.NamespaceList] {
+	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c kubernetes.Interface, _ string) relist.TypedClient[*corev1.NamespaceList] {
 		return c.CoreV1().Namespaces()
 	}),
 }
@@ -85,12 +72,7 @@ var kindAPIs = map[string]kindAPI{
 func (c *Controller) informer(f informers.SharedInformerFactory, kind, ns string) cache.SharedIndexInformer {
 	api := kindAPIs[kind]
 	return f.InformerFor(api.example, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-			ListWithContextFunc:  api.list(client, ns),
-			WatchFuncWithContext: api.watch(client, ns),
-		}, client)
-		return cache.NewSharedIndexInformer(c.relisters[kind].wrap(cache.ToListerWatcherWithContext(lw)),
-			api.example, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		return api.informer(c.relisters[kind], client, ns, resync)
 	})
 }
 

@@ -1,9 +1,14 @@
-package kube
+// Package relist lets the owner of informers make them list again, the
+// repair for a cache that missed a watch event (internal/audit finds
+// them): wrap the informers' ListerWatcher with a Relister, and call
+// Relist.
+package relist
 
 import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,8 +16,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// relister wraps the ListerWatcher of one kind's informers so that their
-// reflectors can be told to list again.
+// Relister wraps the ListerWatchers of informers (typically those of one
+// kind) so that their reflectors can be told to list again. Safe for
+// concurrent use.
 //
 // A reflector lists again whenever its watch ends with an error: that is
 // how client-go recovers from 410 Gone after etcd compaction, and the
@@ -23,24 +29,28 @@ import (
 // registrations, and costs one LIST (or one watch-list stream) of the
 // kind. Recreating the informers instead would need handlers added
 // again and deletes found by hand.
-type relister struct {
+type Relister struct {
 	mu      sync.Mutex // guards watches
 	watches map[*relistableWatch]struct{}
 }
 
-func newRelister() *relister {
-	return &relister{watches: map[*relistableWatch]struct{}{}}
+// New returns a Relister with no watch yet.
+func New() *Relister {
+	return &Relister{watches: map[*relistableWatch]struct{}{}}
 }
 
-// wrap returns lw with its watches registered for relist.
-func (r *relister) wrap(lw cache.ListerWatcherWithContext) *relistableLW {
+// Wrap returns lw with its watches registered for Relist; it is both a
+// cache.ListerWatcher (what informers take) and a
+// cache.ListerWatcherWithContext.
+func (r *Relister) Wrap(lw cache.ListerWatcherWithContext) cache.ListerWatcher {
 	return &relistableLW{inner: lw, r: r}
 }
 
-// relist ends every open watch with an Expired error, so that each
+// Relist ends every open watch with an Expired error, so that each
 // reflector lists again (after its usual short backoff), and returns how
-// many it ended.
-func (r *relister) relist() int {
+// many it ended; 0 when none was open (an informer between two watches
+// lists anyway, or is not started).
+func (r *Relister) Relist() int {
 	r.mu.Lock()
 	ws := make([]*relistableWatch, 0, len(r.watches))
 	for w := range r.watches {
@@ -53,13 +63,13 @@ func (r *relister) relist() int {
 	return len(ws)
 }
 
-func (r *relister) add(w *relistableWatch) {
+func (r *Relister) add(w *relistableWatch) {
 	r.mu.Lock()
 	r.watches[w] = struct{}{}
 	r.mu.Unlock()
 }
 
-func (r *relister) remove(w *relistableWatch) {
+func (r *Relister) remove(w *relistableWatch) {
 	r.mu.Lock()
 	delete(r.watches, w)
 	r.mu.Unlock()
@@ -67,7 +77,7 @@ func (r *relister) remove(w *relistableWatch) {
 
 type relistableLW struct {
 	inner cache.ListerWatcherWithContext
-	r     *relister
+	r     *Relister
 }
 
 func (l *relistableLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -117,7 +127,7 @@ type relistableWatch struct {
 	expired chan struct{} // closed by expire
 	stop    sync.Once
 	expire1 sync.Once
-	r       *relister
+	r       *Relister
 }
 
 // expiredEvent is what the API server sends when a watch's
@@ -173,3 +183,29 @@ func (w *relistableWatch) Stop() { w.stop.Do(func() { close(w.stopped) }) }
 
 // ResultChan implements watch.Interface.
 func (w *relistableWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// TypedClient is what informers use of a typed client
+// (CoreV1().Services(ns), NetworkingV1().VirtualServices(ns), ...); L is
+// its list type.
+type TypedClient[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ListFunc lists one page through c: a pager.ListPageFunc, also what a
+// cache.ListWatch lists with.
+func ListFunc[L runtime.Object](c TypedClient[L]) func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }
+}
+
+// Informer builds an informer of c's kind (example is one object of it)
+// whose watches r can end. client is the clientset c comes from, which
+// says whether it supports watch-list streaming (fake clientsets do not).
+func Informer[L runtime.Object](r *Relister, example runtime.Object, c TypedClient[L], client any, resync time.Duration) cache.SharedIndexInformer {
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc:  ListFunc(c),
+		WatchFuncWithContext: c.Watch,
+	}, client)
+	return cache.NewSharedIndexInformer(r.Wrap(cache.ToListerWatcherWithContext(lw)), example, resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
