@@ -21,6 +21,7 @@ import (
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
+	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
 
 // Options configure a Registry.
@@ -65,6 +66,12 @@ type Registry struct {
 	// factories build the kinds' informers, one per watched namespace
 	// ("" meaning all).
 	factories []istioinformers.SharedInformerFactory
+	// namespaces are the factories' namespaces, in their order.
+	namespaces []string
+	// istio lists the kinds for an audit (audit.go).
+	istio istioclient.Interface
+	// relisters let Relist interrupt each kind's watches.
+	relisters map[Kind]*relist.Relister
 	queue     workqueue.TypedRateLimitingInterface[Event]
 	crdSynced atomic.Bool
 
@@ -110,12 +117,18 @@ func New(istio istioclient.Interface, apiextensions apiextensionsclient.Interfac
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Event](),
 			workqueue.TypedRateLimitingQueueConfig[Event]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
-		watched: map[Kind]*watchedKind{},
+		watched:   map[Kind]*watchedKind{},
+		istio:     istio,
+		relisters: map[Kind]*relist.Relister{},
+	}
+	for _, k := range kinds {
+		r.relisters[k.kind] = relist.New()
 	}
 	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
+	r.namespaces = namespaces
 	for _, ns := range namespaces {
 		r.factories = append(r.factories, istioinformers.NewSharedInformerFactoryWithOptions(istio, 0,
 			istioinformers.WithNamespace(ns), istioinformers.WithTransform(kubeconv.StripManagedFields)))
@@ -220,8 +233,8 @@ func (r *Registry) startKind(k kindInfo) {
 		return
 	}
 	w := &watchedKind{}
-	for _, f := range r.factories {
-		inf := k.informer(f)
+	for i, f := range r.factories {
+		inf := k.informer(f, r.relisters[k.kind], r.namespaces[i])
 		reg, err := inf.AddEventHandler(r.handler(k.kind))
 		if err != nil {
 			// Only a stopped informer refuses a handler: Run is ending.
