@@ -26,6 +26,9 @@ type istioServing struct {
 	// Kubernetes (or file) registry, whose definitions win on a shared
 	// hostname, as in Istio.
 	serviceEntries *serviceentry.Registry
+	// registry is the cluster's Istio registry, which the consistency
+	// audit lists beside the Kubernetes kinds; nil for a folder.
+	registry *crd.Registry
 }
 
 // istioConsumers builds every consumer of store's Istio objects, the same
@@ -68,6 +71,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource
 		return istioServing{}, nil, err
 	}
 	istio = istioConsumers(reg, mesh, services, f, log)
+	istio.registry = reg
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

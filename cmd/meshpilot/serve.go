@@ -223,7 +223,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.balance {
 		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
 	}
-	auditor, audits, err := consistencyAudit(reg, f, m, log)
+	auditor, audits, err := consistencyAudit(reg, istio.registry, f, m, log)
 	if err != nil {
 		return err
 	}

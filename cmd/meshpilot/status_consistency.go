@@ -22,9 +22,11 @@ func newStatusConsistencyCommand(f *statusFlags) *cobra.Command {
 		Short: "Audit meshpilot's Kubernetes caches and model against the API server; exit 3 when they differ",
 		Long: `consistency asks a running meshpilot to audit itself (/debug/consistencyz):
 it lists every watched kind afresh from the API server (Services,
-EndpointSlices, Pods, Nodes, Namespaces; paginated, 500 a page) and compares
-each informer cache with the LIST (by UID and resourceVersion, and for Pods
-and Nodes the fields meshpilot keeps of them), then its model with a model
+EndpointSlices, Pods, Nodes, Namespaces, and Istio's DestinationRules,
+VirtualServices, ServiceEntries and WorkloadEntries when their CRDs are
+installed; paginated, 500 a page) and compares each informer cache with the
+LIST (by UID and resourceVersion, and for Pods and Nodes the fields
+meshpilot keeps of them), then its model with a model
 rebuilt from scratch from the LIST (each service field by field, and the
 endpoints of each port). Each difference is one line:
 

@@ -7,7 +7,9 @@
 //
 //   - each informer cache with the LIST, object by object, by UID and
 //     resourceVersion, and for the kinds the informers' transform
-//     rebuilds (Pods, Nodes) the fields it keeps;
+//     rebuilds (Pods, Nodes) the fields it keeps; the Istio kinds
+//     (Options.Sources: crd.Registry) too, those whose CRDs are
+//     installed;
 //   - the model with a model rebuilt from scratch from the LIST by the
 //     registry's own conversion (kube.Controller.ModelFrom): services
 //     field by field, and the endpoints of each service port.
@@ -41,17 +43,32 @@ import (
 
 // Registry is what an audit reads and repairs: *kube.Controller.
 type Registry interface {
+	caches
 	// ServiceDiscovery is the registry's model.
 	model.ServiceDiscovery
 	HasSynced() bool
-	Cached(kind string) []any
-	ListPagers(kind string, pageSize int64) []*pager.ListPager
 	ModelFrom(objects map[string][]any) (*model.Store, error)
-	Relist(kind string) (int, error)
 	Resync(namespace, name string)
 }
 
-// Observer is told of audits and relists; *metrics.Metrics is one.
+// Source is a registry beside the Kubernetes one whose caches an audit
+// compares with a LIST, by UID and resourceVersion, and relists:
+// *crd.Registry (the Istio kinds).
+type Source interface {
+	caches
+	// AuditKinds are the kinds to audit now.
+	AuditKinds() []string
+}
+
+// caches are a registry's informer caches, what lists the same objects,
+// and a relist.
+type caches interface {
+	Cached(kind string) []any
+	ListPagers(kind string, pageSize int64) []*pager.ListPager
+	Relist(kind string) (int, error)
+}
+
+// Observer is told of audits and relists; *metrics.Audits is one.
 type Observer interface {
 	// Audited reports one audit's differences by kind, every audited
 	// kind present (0 for none).
@@ -69,8 +86,12 @@ const DefaultPageSize = 500
 type Options struct {
 	// Registry is audited. Required.
 	Registry Registry
-	// Kinds are the kinds listed and compared; default kube.Kinds.
+	// Kinds are the Registry's kinds listed and compared; default
+	// kube.Kinds.
 	Kinds []string
+	// Sources are audited beside the Registry, after it; their kind
+	// names must differ from the Registry's.
+	Sources []Source
 	// PageSize is the most objects one LIST request returns; default
 	// DefaultPageSize.
 	PageSize int64
@@ -128,19 +149,17 @@ func (a *Auditor) Audit(ctx context.Context) (Report, error) {
 
 	listed := make(map[string][]any, len(a.opts.Kinds))
 	for _, kind := range a.opts.Kinds {
-		// The cache is read before the LIST and again after it: an
-		// object that changes meanwhile is older in the first read than
-		// in the LIST and may be newer in the second, but only a
-		// difference that both show is one.
-		before := a.opts.Registry.Cached(kind)
-		objs, pages, err := a.list(ctx, kind)
+		objs, err := a.audit(ctx, a.opts.Registry, kind, &rep)
 		if err != nil {
 			return Report{}, err
 		}
 		listed[kind] = objs
-		rep.Listed = append(rep.Listed, Listed{Kind: kind, Objects: len(objs), Pages: pages})
-		if diffs := compareObjects(kind, before, objs); len(diffs) > 0 {
-			rep.Differences = append(rep.Differences, both(diffs, compareObjects(kind, a.opts.Registry.Cached(kind), objs))...)
+	}
+	for _, src := range a.opts.Sources {
+		for _, kind := range src.AuditKinds() {
+			if _, err := a.audit(ctx, src, kind, &rep); err != nil {
+				return Report{}, err
+			}
 		}
 	}
 	rebuilt, err := a.opts.Registry.ModelFrom(listed)
@@ -159,8 +178,8 @@ func (a *Auditor) Audit(ctx context.Context) (Report, error) {
 
 	if a.opts.Observer != nil {
 		counts := map[string]int{KindModelService: 0, KindModelEndpoint: 0}
-		for _, k := range a.opts.Kinds {
-			counts[k] = 0
+		for _, l := range rep.Listed {
+			counts[l.Kind] = 0
 		}
 		for _, d := range rep.Differences {
 			counts[d.Kind]++
@@ -170,13 +189,32 @@ func (a *Auditor) Audit(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
+// audit lists one kind of src, compares it with src's caches into rep,
+// and returns the listed objects.
+func (a *Auditor) audit(ctx context.Context, src caches, kind string, rep *Report) ([]any, error) {
+	// The cache is read before the LIST and again after it: an
+	// object that changes meanwhile is older in the first read than
+	// in the LIST and may be newer in the second, but only a
+	// difference that both show is one.
+	before := src.Cached(kind)
+	objs, pages, err := a.list(ctx, src, kind)
+	if err != nil {
+		return nil, err
+	}
+	rep.Listed = append(rep.Listed, Listed{Kind: kind, Objects: len(objs), Pages: pages})
+	if diffs := compareObjects(kind, before, objs); len(diffs) > 0 {
+		rep.Differences = append(rep.Differences, both(diffs, compareObjects(kind, src.Cached(kind), objs))...)
+	}
+	return objs, nil
+}
+
 // list reads every object of kind, transformed as the informers
 // transform them, and counts the LIST requests. The LIST is a consistent
 // read (no resourceVersion): served as fresh as etcd.
-func (a *Auditor) list(ctx context.Context, kind string) ([]any, int, error) {
+func (a *Auditor) list(ctx context.Context, src caches, kind string) ([]any, int, error) {
 	var objs []any
 	pages := 0
-	for _, p := range a.opts.Registry.ListPagers(kind, a.opts.PageSize) {
+	for _, p := range src.ListPagers(kind, a.opts.PageSize) {
 		fn := p.PageFn
 		p.PageFn = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			pages++
@@ -209,12 +247,25 @@ func both(earlier, later []Difference) []Difference {
 	return slices.DeleteFunc(later, func(d Difference) bool { return !found[d.key()] })
 }
 
-// kindsOf returns the kinds of diffs in Kinds' order, once each.
-func kindsOf(diffs []Difference, order []string) []string {
+// sourceOf returns the source that audits kind, nil for none.
+func (a *Auditor) sourceOf(kind string) caches {
+	if slices.Contains(a.opts.Kinds, kind) {
+		return a.opts.Registry
+	}
+	for _, src := range a.opts.Sources {
+		if slices.Contains(src.AuditKinds(), kind) {
+			return src
+		}
+	}
+	return nil
+}
+
+// kindsOf returns the kinds of diffs once each, in their order.
+func kindsOf(diffs []Difference) []string {
 	var out []string
-	for _, k := range order {
-		if slices.ContainsFunc(diffs, func(d Difference) bool { return d.Kind == k }) {
-			out = append(out, k)
+	for _, d := range diffs {
+		if !slices.Contains(out, d.Kind) {
+			out = append(out, d.Kind)
 		}
 	}
 	return out

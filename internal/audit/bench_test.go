@@ -97,7 +97,7 @@ func BenchmarkAudit(b *testing.B) {
 	b.Run("compare", func(b *testing.B) {
 		listed := map[string][]any{}
 		for _, kind := range kube.Kinds {
-			objs, _, err := a.list(context.Background(), kind)
+			objs, _, err := a.list(context.Background(), c, kind)
 			if err != nil {
 				b.Fatal(err)
 			}

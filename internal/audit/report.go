@@ -39,7 +39,8 @@ type Listed struct {
 //	 "field": "endpoint 10.0.3.7", "cache": "absent", "list": "present", ...}
 //
 // Kinds are the watched Kubernetes kinds (Service, EndpointSlice, Pod,
-// Node, Namespace: the informer cache against the LIST) and
+// Node, Namespace, and Istio's DestinationRule, VirtualService,
+// ServiceEntry, WorkloadEntry: the informer cache against the LIST) and
 // model.Service and model.Endpoint (the model against one rebuilt from
 // the LIST).
 type Difference struct {

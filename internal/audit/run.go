@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -74,7 +73,7 @@ func (r *repairer) repair(rep Report) {
 			outlived[d.Kind] = append(outlived[d.Kind], d)
 		}
 	}
-	for _, kind := range kindsOf(rep.Differences, slices.Concat(r.a.opts.Kinds, []string{KindModelService, KindModelEndpoint})) {
+	for _, kind := range kindsOf(rep.Differences) {
 		diffs := outlived[kind]
 		if len(diffs) == 0 {
 			continue
@@ -84,7 +83,11 @@ func (r *repairer) repair(rep Report) {
 			r.rebuild(kind, diffs)
 			continue
 		}
-		watches, err := r.a.opts.Registry.Relist(kind)
+		src := r.a.sourceOf(kind)
+		if src == nil {
+			continue // no longer watched
+		}
+		watches, err := src.Relist(kind)
 		if err != nil {
 			r.a.log.Error("relisting failed", "kind", kind, "error", err)
 			continue
