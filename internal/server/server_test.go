@@ -53,7 +53,9 @@ func newRegistry() *storeRegistry {
 func start(t *testing.T, opts Options) *Server {
 	t.Helper()
 	opts.XDSAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
