@@ -26,9 +26,9 @@ EndpointSlices, Pods, Nodes, Namespaces, and Istio's DestinationRules,
 VirtualServices, ServiceEntries and WorkloadEntries when their CRDs are
 installed; paginated, 500 a page) and compares each informer cache with the
 LIST (by UID and resourceVersion, and for Pods and Nodes the fields
-meshpilot keeps of them), then its model with a model
-rebuilt from scratch from the LIST (each service field by field, and the
-endpoints of each port). Each difference is one line:
+meshpilot keeps of them), then its model with a model rebuilt from scratch
+from the LIST (each service field by field, and the endpoints of each
+port). Each difference is one line:
 
   KIND  OBJECT  FIELD  CACHE  LIST  SINCE
 

@@ -304,3 +304,58 @@ func (l *logBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestLostDeleteIsRepaired drops the DELETED event of one of a
+// service's two EndpointSlices: the cache and the model keep the deleted
+// slice's endpoint until the periodic audit relists EndpointSlices, which
+// deletes it.
+func TestLostDeleteIsRepaired(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	proxy := newDropProxy(t, env.Config)
+	client, err := kubernetes.NewForConfig(proxy.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	createService(t, ns, "web")
+	env.ApplyEndpointSlice(t, endpointSlice(ns, "web-a", "web", "192.0.2.1"))
+	env.ApplyEndpointSlice(t, endpointSlice(ns, "web-b", "web", "192.0.2.2"))
+	c := startRegistry(t, client, ns)
+	host := model.ServiceHostname("web", ns, model.DefaultDomainSuffix)
+	waitEndpoints(t, c, host, "192.0.2.1:9090 HEALTHY, 192.0.2.2:9090 HEALTHY")
+
+	proxy.arm(dropRule{resource: "endpointslices", eventType: "DELETED", name: "web-b"})
+	if err := env.Client.DiscoveryV1().EndpointSlices(ns).Delete(ctx(t), "web-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the DELETED event dropped", func() (bool, string) {
+		return len(proxy.droppedEvents()) == 1, "nothing dropped yet"
+	})
+	logs := &logBuffer{}
+	a, err := New(Options{Registry: c, Interval: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.Audit(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "EndpointSlice " + ns + "/web-b \nmodel.Endpoint " + string(host) + ":8080 endpoint 192.0.2.2"
+	if got := summary(rep.Differences); got != want {
+		t.Fatalf("differences:\n%s\nwant:\n%s", got, want)
+	}
+	if d := rep.Differences[0]; !strings.HasPrefix(d.Cache, "resourceVersion ") || d.List != absent {
+		t.Fatalf("deleted slice: %+v, want cached, absent from the LIST", d)
+	}
+	runUntilEnd(t, a.Run)
+	waitEndpoints(t, c, host, "192.0.2.1:9090 HEALTHY")
+	if !strings.Contains(logs.String(), "relisted EndpointSlices: 1 difference outlived two audits") {
+		t.Fatalf("no relist logged:\n%s", logs.String())
+	}
+	testenv.Eventually(t, "an audit without differences", func() (bool, string) {
+		rep, err := a.Audit(ctx(t))
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(rep.Differences) == 0, summary(rep.Differences)
+	})
+}
