@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -34,10 +35,24 @@ func (a *Auditor) Run(ctx context.Context) error {
 			}
 			a.log.Warn("consistency audit failed", "error", err)
 		default:
+			a.logAudit(rep)
 			r.repair(rep)
 		}
 		timer.Reset(wait.Jitter(a.opts.Interval, 0.1))
 	}
+}
+
+// logAudit says what a periodic audit found: its differences at info
+// level (each kind relisted is logged again, as a warning), nothing at
+// debug level.
+func (a *Auditor) logAudit(rep Report) {
+	if len(rep.Differences) == 0 {
+		a.log.Debug("consistency audit: no difference", "took", rep.Took)
+		return
+	}
+	d := rep.Differences[0]
+	a.log.Info("consistency audit: differences from the API server", "differences", len(rep.Differences),
+		"kinds", strings.Join(kindsOf(rep.Differences), ","), "first", d.Kind+" "+d.Object, "field", d.Field, "took", rep.Took)
 }
 
 // repairer decides, after each periodic audit, what to relist.
