@@ -88,6 +88,19 @@ func TestClientsSeeWhatTheirIdentityIsEntitledTo(t *testing.T) {
 			if n := strings.Count(lines.String(), "~"+pod+".shop~"); n != 1 {
 				t.Fatalf("%d log lines name the refused client, want 1:\n%s", n, lines)
 			}
+			// /debug/syncz says as whom each stream was served.
+			want := map[string]string{shop.Node().GetId(): "spiffe://cluster.local/ns/shop/sa/cart", web.Node().GetId(): "spiffe://cluster.local/ns/web/sa/ui"}
+			for _, ci := range s.XDS().Clients() {
+				if w, ok := want[ci.NodeID]; ok && ci.Delta == delta {
+					if ci.Identity != w {
+						t.Errorf("stream of %s: identity %q, want %q", ci.NodeID, ci.Identity, w)
+					}
+					delete(want, ci.NodeID)
+				}
+			}
+			if len(want) > 0 {
+				t.Errorf("no stream of %v", want)
+			}
 			// Those entitled were served on.
 			for _, c := range []*xdstest.TestClient{shop, web} {
 				select {

@@ -129,7 +129,10 @@ type ClientInfo struct {
 	// Cluster is the cluster the client says it runs in (node metadata
 	// CLUSTER_ID); empty when it names none, which means the local
 	// cluster (--cluster-id).
-	Cluster   string    `json:"cluster,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	// Identity is the SPIFFE ID of the client certificate the node was
+	// found entitled by (Options.RequireIdentity); empty without.
+	Identity  string    `json:"identity,omitempty"`
 	GRPC      bool      `json:"grpc"`
 	Delta     bool      `json:"delta"`
 	Connected time.Time `json:"connected"`
@@ -236,6 +239,16 @@ type requestResult struct {
 	nodeID     string
 	nack       bool
 	subscribed int
+}
+
+// setIdentity records the identity a stream's node was found entitled
+// by.
+func (c *clientTracker) setIdentity(k streamKey, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ci := c.clients[k]; ci != nil {
+		ci.Identity = id
+	}
 }
 
 // nodeID is the id of the node on a stream, once a request named it.

@@ -121,12 +121,12 @@ func (e *identityError) GRPCStatus() *status.Status {
 }
 
 // entitled decides whether a client with identity p may be served as a
-// node of namespace ns (empty: it claims none) and service account sa
+// node, and as which of its identities, of namespace ns (empty: it claims none) and service account sa
 // (node metadata SERVICE_ACCOUNT; empty: it claims none), in a mesh of
 // the given trust domains (the trust domain, then its aliases).
-func entitled(p peerIdentity, trustDomains []string, ns, sa string) *identityError {
+func entitled(p peerIdentity, trustDomains []string, ns, sa string) (SPIFFEID, *identityError) {
 	if !p.verified {
-		return &identityError{"no verified client certificate"}
+		return SPIFFEID{}, &identityError{"no verified client certificate"}
 	}
 	var inDomain []SPIFFEID
 	for _, id := range p.ids {
@@ -136,20 +136,20 @@ func entitled(p peerIdentity, trustDomains []string, ns, sa string) *identityErr
 	}
 	if len(inDomain) == 0 {
 		if len(p.uris) == 0 {
-			return &identityError{fmt.Sprintf("the client certificate has no SPIFFE ID (spiffe://%s/ns/<namespace>/sa/<service account>)", trustDomains[0])}
+			return SPIFFEID{}, &identityError{fmt.Sprintf("the client certificate has no SPIFFE ID (spiffe://%s/ns/<namespace>/sa/<service account>)", trustDomains[0])}
 		}
-		return &identityError{fmt.Sprintf("the client certificate's identities %q are not workload identities of trust domain %s", p.uris, strings.Join(trustDomains, ", "))}
+		return SPIFFEID{}, &identityError{fmt.Sprintf("the client certificate's identities %q are not workload identities of trust domain %s", p.uris, strings.Join(trustDomains, ", "))}
 	}
 	for _, id := range inDomain {
 		if (ns == "" || id.Namespace == ns) && (sa == "" || id.ServiceAccount == sa) {
-			return nil
+			return id, nil
 		}
 	}
 	claim := "namespace " + ns
 	if sa != "" {
 		claim += ", service account " + sa
 	}
-	return &identityError{fmt.Sprintf("the node claims %s, which the client certificate's identities %q do not allow", claim, p.uris)}
+	return SPIFFEID{}, &identityError{fmt.Sprintf("the node claims %s, which the client certificate's identities %q do not allow", claim, p.uris)}
 }
 
 // streamIdentities holds the identity of each open stream's client, from
@@ -184,25 +184,26 @@ func (s *streamIdentities) close(key streamKey) {
 
 // check decides for a request of a stream: node is the request's (nil
 // when it carries none, after a delta stream's first request); the
-// verdict is entitled's for that node.
-func (s *streamIdentities) check(key streamKey, node *core.Node, entitled func(peerIdentity, *core.Node) *identityError) *identityError {
+// verdict is entitled's for that node. changed reports a node newly
+// found entitled, as id.
+func (s *streamIdentities) check(key streamKey, node *core.Node, entitled func(peerIdentity, *core.Node) (SPIFFEID, *identityError)) (id SPIFFEID, changed bool, err *identityError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.byStream[key]
 	if st == nil {
-		return &identityError{"the stream is not open"}
+		return SPIFFEID{}, false, &identityError{"the stream is not open"}
 	}
 	if node == nil || node == st.node {
 		if st.node != nil {
-			return nil // the node the stream was found entitled to
+			return SPIFFEID{}, false, nil // the node the stream was found entitled to
 		}
-		return &identityError{"the stream's first request names no node"}
+		return SPIFFEID{}, false, &identityError{"the stream's first request names no node"}
 	}
-	if err := entitled(st.peer, node); err != nil {
-		return err
+	if id, err = entitled(st.peer, node); err != nil {
+		return SPIFFEID{}, false, err
 	}
 	st.node = node
-	return nil
+	return id, true, nil
 }
 
 // trustDomains are the mesh's trust domain and its aliases, as
@@ -214,7 +215,7 @@ func (s *Server) trustDomains() []string {
 
 // nodeEntitled is entitled for the namespace and service account a node
 // claims: the namespace the generators serve it (ClientFromNode).
-func (s *Server) nodeEntitled(p peerIdentity, node *core.Node) *identityError {
+func (s *Server) nodeEntitled(p peerIdentity, node *core.Node) (SPIFFEID, *identityError) {
 	c := ClientFromNode(node)
 	sa := node.GetMetadata().GetFields()["SERVICE_ACCOUNT"].GetStringValue()
 	return entitled(p, s.trustDomains(), c.Namespace, sa)
@@ -227,12 +228,16 @@ func (s *Server) authorizeStream(key streamKey, stream string, node *core.Node) 
 	if !s.opts.RequireIdentity {
 		return nil
 	}
-	if err := s.identities.check(key, node, s.nodeEntitled); err != nil {
+	id, changed, err := s.identities.check(key, node, s.nodeEntitled)
+	if err != nil {
 		nodeID := node.GetId()
 		if node == nil {
 			nodeID = s.tracker.nodeID(key)
 		}
 		return s.refuseIdentity(stream, nodeID, err)
+	}
+	if changed {
+		s.tracker.setIdentity(key, id.String())
 	}
 	return nil
 }
@@ -242,7 +247,7 @@ func (s *Server) authorizeFetch(ctx context.Context, node *core.Node) error {
 	if !s.opts.RequireIdentity {
 		return nil
 	}
-	if err := s.nodeEntitled(peerIdentityOf(ctx), node); err != nil {
+	if _, err := s.nodeEntitled(peerIdentityOf(ctx), node); err != nil {
 		return s.refuseIdentity("rest", node.GetId(), err)
 	}
 	return nil

@@ -86,7 +86,7 @@ func TestEntitled(t *testing.T) {
 		{"a certificate the handshake did not verify", identityOfTLS(&tls.ConnectionState{PeerCertificates: []*x509.Certificate{{}}}), "shop", "", "no verified client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := entitled(tc.peer, domains, tc.ns, tc.sa)
+			_, err := entitled(tc.peer, domains, tc.ns, tc.sa)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -124,7 +124,7 @@ func TestNodeEntitled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewServer(Options{Discovery: model.NewStore(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err := s.nodeEntitled(shop, tc.node); (err == nil) != tc.ok {
+			if _, err := s.nodeEntitled(shop, tc.node); (err == nil) != tc.ok {
 				t.Fatalf("nodeEntitled = %v, want entitled %v", err, tc.ok)
 			}
 		})
@@ -132,11 +132,11 @@ func TestNodeEntitled(t *testing.T) {
 	m := &testMesh{}
 	m.p.Store(&model.MeshSettings{TrustDomain: "corp.example"})
 	s := NewServer(Options{Discovery: model.NewStore(), Mesh: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err == nil {
+	if _, err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err == nil {
 		t.Fatal("an identity of cluster.local entitled in trust domain corp.example")
 	}
 	m.p.Store(&model.MeshSettings{TrustDomain: "corp.example", TrustDomainAliases: []string{"cluster.local"}})
-	if err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err != nil {
+	if _, err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err != nil {
 		t.Fatalf("an identity of an alias of the trust domain refused: %v", err)
 	}
 }
