@@ -15,6 +15,10 @@
 //	                                       (the replica serves --max-clients streams)
 //	xds_shed_streams_total                 xDS streams closed (Unavailable) because the replica
 //	                                       held more than its share of clients (--balance)
+//	xds_permission_denied_total            xDS streams and REST requests refused because the client
+//	                                       certificate's SPIFFE ID does not entitle it to its node
+//	xds_certificate_expiry_timestamp_seconds{subject,serial}  when the certificate the xDS
+//	                                       port serves new connections expires (--xds-cert)
 //	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
 //	xds_nacks_total{type}                  responses rejected by clients
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent

@@ -110,5 +110,8 @@ func TestClientsSeeWhatTheirIdentityIsEntitledTo(t *testing.T) {
 				}
 			}
 		})
+	} // Three refusals on each kind of stream.
+	if m := scrape(s); !strings.Contains(m, "meshpilot_xds_permission_denied_total 6") {
+		t.Fatalf("the metrics do not count 6 refusals:\n%s", m)
 	}
 }

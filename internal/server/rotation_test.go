@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +67,13 @@ func runTLS(t *testing.T, store *model.Store, opts server.Options, lines *testut
 	opts.Sources = []aggregate.Source{{Name: "store", Controller: store}}
 	opts.Logger = slog.New(slog.NewTextHandler(lines, nil))
 	return testutil.RunServerWith(t, opts)
+}
+
+// scrape reads meshpilot's metrics as its /metrics serves them.
+func scrape(s *server.Server) string {
+	rec := httptest.NewRecorder()
+	s.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }
 
 // tlsConn is a grpc-go connection to the xDS port that trusts roots and
@@ -164,7 +174,9 @@ func TestXDSCertificateRotates(t *testing.T) {
 	for name, folder := range folders(t) {
 		t.Run(name, func(t *testing.T) {
 			ca := testpki.New(t)
-			first, second := ca.IssuePEM(t, serverLeaf), ca.IssuePEM(t, serverLeaf)
+			later := serverLeaf
+			later.NotAfter = time.Now().Add(2 * time.Hour).Truncate(time.Second)
+			first, second := ca.IssuePEM(t, serverLeaf), ca.IssuePEM(t, later)
 			f := folder()
 			f.Update(t, map[string][]byte{"tls.crt": first.CertPEM, "tls.key": first.KeyPEM})
 			store := model.NewStore()
@@ -185,6 +197,10 @@ func TestXDSCertificateRotates(t *testing.T) {
 			lines.Await(t, "the new certificate logged", 0, func(l string) bool {
 				return strings.Contains(l, "serving certificate") && strings.Contains(l, "serial=3")
 			})
+			expiry := fmt.Sprintf(`meshpilot_xds_certificate_expiry_timestamp_seconds{serial="3",subject="CN=server"} %v`, float64(later.NotAfter.Unix()))
+			if m := scrape(s); !strings.Contains(m, expiry) {
+				t.Fatalf("the metrics do not show %s:\n%s", expiry, m)
+			}
 
 			echo(store, "10.1.0.2")
 			open.WaitUntil("echo's new endpoint on the stream opened before the rotation", func() bool { return holds(open, "10.1.0.2") })

@@ -188,6 +188,7 @@ func New(opts Options) (*Server, error) {
 		return r.NotReady, r.MaxClients
 	})
 	s.metrics.WatchShedStreams(s.xds.ShedStreams)
+	s.metrics.WatchPermissionDenied(s.xds.PermissionDenied)
 	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
 	registry.ReportPortConflicts(s.logPortConflict)
@@ -226,6 +227,7 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(s.tls.serverConfig())))
+		s.metrics.WatchServingCertificate(s.tls.served)
 	}
 	s.grpc = grpc.NewServer(grpcOpts...)
 	s.xds.Register(s.grpc)

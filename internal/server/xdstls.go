@@ -108,6 +108,11 @@ func (f *tlsFiles) serverConfig() *tls.Config {
 	}
 }
 
+// served is the certificate new handshakes get.
+func (f *tlsFiles) served() *x509.Certificate {
+	return f.config.Load().Certificates[0].Leaf
+}
+
 // publish builds the config new handshakes get from the latest good pair
 // and pool. f.mu is held.
 func (f *tlsFiles) publish() {

@@ -22,7 +22,8 @@ import (
 	"time"
 )
 
-// CA issues certificates valid for an hour around now.
+// CA issues certificates valid from an hour ago to an hour from now
+// (Leaf.NotAfter sets another end).
 type CA struct {
 	// File is the CA certificate's PEM file.
 	File string
@@ -65,6 +66,8 @@ type Leaf struct {
 	URIs []string
 	// Usage; both server and client authentication when empty.
 	Usage []x509.ExtKeyUsage
+	// NotAfter is when it expires; an hour from now when zero.
+	NotAfter time.Time
 }
 
 // Issued is a certificate and its key, in memory.
@@ -91,6 +94,9 @@ func (ca *CA) IssuePEM(t testing.TB, l Leaf) Issued {
 		SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: l.Name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: l.Usage,
+	}
+	if !l.NotAfter.IsZero() {
+		tmpl.NotAfter = l.NotAfter
 	}
 	if len(tmpl.ExtKeyUsage) == 0 {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}

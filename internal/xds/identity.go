@@ -256,6 +256,7 @@ func (s *Server) authorizeFetch(ctx context.Context, node *core.Node) error {
 // refuseIdentity logs a refused client, once per client and interval
 // (clientLog): a refused grpc-go client reconnects and is refused again.
 func (s *Server) refuseIdentity(stream, nodeID string, err *identityError) error {
+	s.permissionDenied.Add(1)
 	id := logID(nodeID)
 	if ok, unlogged := s.identityLog.event(id, time.Now()); ok {
 		s.log.Warn("xds: refusing a client its certificate does not entitle to its node", "client", id, "stream", stream,
@@ -263,3 +264,8 @@ func (s *Server) refuseIdentity(stream, nodeID string, err *identityError) error
 	}
 	return err
 }
+
+// PermissionDenied returns how many streams and REST requests were
+// refused because the client's certificate does not entitle it to its
+// node (Options.RequireIdentity).
+func (s *Server) PermissionDenied() uint64 { return s.permissionDenied.Load() }

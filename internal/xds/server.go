@@ -109,6 +109,8 @@ type Server struct {
 	// Options.RequireIdentity; identityLog says which refusals to log.
 	identities  streamIdentities
 	identityLog *clientLog
+	// permissionDenied counts the streams and REST requests refused so.
+	permissionDenied atomic.Uint64
 	// shed holds the client connections Shed can close, and shedCount
 	// counts the streams that were open on those it closed.
 	shed      shedConns
