@@ -47,6 +47,7 @@ type serveFlags struct {
 	maxConnAgeGrace    time.Duration
 	maxClients         int
 	maxRequestNames    int
+	streamSendTimeout  time.Duration
 	meshConfig         string
 	systemNamespace    string
 	clusterID          string
@@ -105,6 +106,7 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.IntVar(&f.maxClients, "max-clients", 0, "most xDS streams this replica serves; beyond it a new stream is refused at once (RESOURCE_EXHAUSTED) so that the client reconnects to another replica; 0 means no cap")
 	fl.IntVar(&f.maxRequestNames, "max-request-names", xds.DefaultMaxRequestNames, "most resource names one xDS request may carry (a delta request's subscribe and unsubscribe lists together, and what a delta stream subscribes to of one type); a request beyond it ends its stream with INVALID_ARGUMENT (REST: 400), logged once per client")
+	fl.DurationVar(&f.streamSendTimeout, "stream-send-timeout", xds.DefaultStreamSendTimeout, "end an xDS stream whose response cannot be written within this long (its client does not read: flow control is exhausted) with DEADLINE_EXCEEDED, logged with the client and type; until then the server holds at most one response per type for it")
 	fl.BoolVar(&f.balance, "balance", false, "publish this replica's xDS client count in a Lease of --system-namespace (or the Pod's namespace) and shed the clients it holds beyond its fair share (all replicas' clients / live replicas) so that they reconnect to other replicas")
 	fl.Float64Var(&f.balanceTolerance, "balance-tolerance", replicas.DefaultTolerance, "with --balance, how far above the fair share a replica may hold clients before it sheds (0.2: 20 %)")
 	fl.Float64Var(&f.shedRate, "shed-rate", replicas.DefaultShedRate, "with --balance, the most xDS streams shed per second (a client's connection is closed, with all its streams)")
@@ -148,6 +150,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
+	}
+	if f.streamSendTimeout <= 0 {
+		return fmt.Errorf("invalid --stream-send-timeout %v: use a duration above 0", f.streamSendTimeout)
 	}
 	if f.maxRequestNames <= 0 {
 		return fmt.Errorf("invalid --max-request-names %d: use 1 or more", f.maxRequestNames)
@@ -267,6 +272,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
 		MaxClients:            f.maxClients,
 		MaxRequestNames:       f.maxRequestNames,
+		StreamSendTimeout:     f.streamSendTimeout,
 		Metrics:               m,
 		Mesh:                  mesh,
 		Policies:              ps,

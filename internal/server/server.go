@@ -71,6 +71,10 @@ type Options struct {
 	// (xds.Options.MaxRequestNames); xds.DefaultMaxRequestNames when
 	// zero.
 	MaxRequestNames int
+	// StreamSendTimeout ends an xDS stream whose response cannot be
+	// written within it (xds.Options.StreamSendTimeout);
+	// xds.DefaultStreamSendTimeout when zero.
+	StreamSendTimeout time.Duration
 	// Metrics receives the server's metrics; New makes a set when nil.
 	// Pass one to share it with the registries (kube.Options.QueueMetrics
 	// and OnInformerEvent, from WorkqueueProviderFor and
@@ -179,7 +183,8 @@ func New(opts Options) (*Server, error) {
 		Logger:          opts.Logger,
 		Observer:        opts.Metrics,
 
-		MaxRequestNames: opts.MaxRequestNames,
+		MaxRequestNames:   opts.MaxRequestNames,
+		StreamSendTimeout: opts.StreamSendTimeout,
 	})
 	s.metrics.WatchRegistry(s.registrySizes)
 	s.metrics.WatchClients(s.xds.ClientCounts)

@@ -75,11 +75,11 @@ func (s *Server) newProtocolServer() serverv3.Server {
 // discovery services to g. Serve g on Listener's wrapper for Shed to
 // reach the clients.
 func (s *Server) Register(g *grpc.Server) {
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, s.xds)
-	listenerservice.RegisterListenerDiscoveryServiceServer(g, s.xds)
-	routeservice.RegisterRouteDiscoveryServiceServer(g, s.xds)
-	clusterservice.RegisterClusterDiscoveryServiceServer(g, s.xds)
-	endpointservice.RegisterEndpointDiscoveryServiceServer(g, s.xds)
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{s.xds, s})
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, ldsServer{s.xds, s})
+	routeservice.RegisterRouteDiscoveryServiceServer(g, rdsServer{s.xds, s})
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, cdsServer{s.xds, s})
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, edsServer{s.xds, s})
 }
 
 // open admits a new stream, or refuses it with a status the client gets
@@ -96,9 +96,13 @@ func (s *Server) open(ctx context.Context, id int64, delta bool) error {
 	if !s.tracker.open(id, delta, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}
-	s.shed.add(ctx, streamKey{id, delta})
+	k := streamKey{id, delta}
+	s.shed.add(ctx, k)
+	if g, ok := ctx.Value(streamGuardKey{}).(*streamGuard); ok {
+		g.key.Store(&k)
+	}
 	if s.opts.RequireIdentity {
-		s.identities.open(streamKey{id, delta}, peerIdentityOf(ctx))
+		s.identities.open(k, peerIdentityOf(ctx))
 	}
 	return nil
 }
@@ -127,20 +131,21 @@ type clientRequest struct {
 // it records who is on a stream and what it asks for, and
 // logs and counts NACKs.
 func (s *Server) request(req clientRequest) error {
+	k := streamKey{req.stream, req.delta}
 	if err := s.limits.check(req.names, req.unsubscribe, req.node); err != nil {
 		nodeID := req.node.GetId()
 		if req.node == nil {
-			nodeID = s.tracker.nodeID(streamKey{req.stream, req.delta})
+			nodeID = s.tracker.nodeID(k)
 		}
-		return s.refuse(req.streamName(), nodeID, req.typeURL, err)
+		return s.refuse(k.name(), nodeID, req.typeURL, err)
 	}
-	if err := s.authorizeStream(streamKey{req.stream, req.delta}, req.streamName(), req.node); err != nil {
+	if err := s.authorizeStream(k, k.name(), req.node); err != nil {
 		return err
 	}
 	r := s.tracker.request(req)
 	if req.delta {
 		if err := s.limits.checkSubscribed(r.subscribed); err != nil {
-			return s.refuse(req.streamName(), r.nodeID, req.typeURL, err)
+			return s.refuse(k.name(), r.nodeID, req.typeURL, err)
 		}
 	}
 	if r.nack {
@@ -152,10 +157,10 @@ func (s *Server) request(req clientRequest) error {
 	return nil
 }
 
-// streamName names the stream in logs as /debug/syncz numbers it.
-func (r *clientRequest) streamName() string {
-	if r.delta {
-		return "delta/" + strconv.FormatInt(r.stream, 10)
+// name names the stream in logs as /debug/syncz numbers it.
+func (k streamKey) name() string {
+	if k.delta {
+		return "delta/" + strconv.FormatInt(k.id, 10)
 	}
-	return "sotw/" + strconv.FormatInt(r.stream, 10)
+	return "sotw/" + strconv.FormatInt(k.id, 10)
 }

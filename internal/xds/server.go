@@ -64,6 +64,11 @@ type Options struct {
 	// with InvalidArgument (REST: 400), logged once per client and
 	// interval. Zero: DefaultMaxRequestNames, DefaultMaxNodeBytes.
 	MaxRequestNames, MaxNodeBytes int
+	// StreamSendTimeout ends a stream whose response cannot be written
+	// within it (its client does not read); DefaultStreamSendTimeout
+	// when zero. The server holds at most one response per type for
+	// such a client meanwhile, never a queue of pushes.
+	StreamSendTimeout time.Duration
 	// Logger receives NACKs and errors; slog.Default() when nil.
 	Logger *slog.Logger
 	// Observer, when set, is told of every response, ACK and NACK.
@@ -83,7 +88,8 @@ type Options struct {
 // the clients whose resources changed. A response is handed to a
 // client's stream without blocking: the protocol allows one outstanding
 // response per stream and type, so a client that does not read simply
-// gets the latest state when it next asks.
+// gets the latest state when it next asks, and a response that cannot be
+// written within StreamSendTimeout ends its stream (sendtimeout.go).
 //
 // Concurrency: Register and RESTHandler are called once, before serving.
 // Push may be called from any goroutine at any time; calls are
@@ -115,6 +121,10 @@ type Server struct {
 	// counts the streams that were open on those it closed.
 	shed      shedConns
 	shedCount atomic.Uint64
+	// sendTimeout is Options.StreamSendTimeout or its default;
+	// sendTimeouts counts the streams it ended.
+	sendTimeout  time.Duration
+	sendTimeouts atomic.Uint64
 
 	// mu guards the cache and the watch index, and every watch's
 	// mutable fields: a push drops what changed and re-evaluates the
@@ -140,6 +150,7 @@ func NewServer(opts Options) *Server {
 		limits:      requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
 		refusedLog:  newClientLog(clientLogEvery, clientLogMax),
 		identityLog: newClientLog(clientLogEvery, clientLogMax),
+		sendTimeout: cmp.Or(opts.StreamSendTimeout, DefaultStreamSendTimeout),
 	}
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
