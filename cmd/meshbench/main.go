@@ -46,7 +46,7 @@ func (r *rate) Set(s string) error {
 func newCommand() *cobra.Command {
 	cfg := bench.Defaults()
 	r := rate(cfg.Rate)
-	var jsonPath string
+	var jsonPath, plotPath string
 	cmd := &cobra.Command{
 		Use:   "meshbench",
 		Short: "Benchmark meshpilot: time for a change to reach every gRPC client, CPU and memory",
@@ -64,11 +64,18 @@ LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
             each subscribed client holding the route with the new weights
   cost      meshpilot's CPU seconds and memory after sync, convergence,
             the settle pause and churn, each phase's CPU time its own
+  replicas  with --replicas N: N meshpilot replicas with --balance behind
+            a simulated Service; one restarts and comes back with no
+            client; clients per replica every second, the time until each
+            holds its fair share within the tolerance, the streams shed,
+            and per client its reconnects and its longest time without
+            its whole configuration (--plot draws it)
 
 Run it from the meshpilot repository (it builds cmd/meshpilot and
 kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		Example: `  meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false
-  meshbench --services 1000 --endpoints 10 --clients 500 --json result.json`,
+  meshbench --services 1000 --endpoints 10 --clients 500 --json result.json
+  meshbench --replicas 3 --clients 300 --changes 0 --plot replica-balance.svg`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -89,6 +96,9 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 					return err
 				}
 			}
+			if err := finishReplicas(res, plotPath); err != nil {
+				return err
+			}
 			if res.Churn != nil && res.Churn.Misses > 0 {
 				return fmt.Errorf("%d of %d (client, change) pairs missed", res.Churn.Misses, res.Churn.Pairs)
 			}
@@ -96,6 +106,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		},
 	}
 	f := cmd.Flags()
+	addReplicaFlags(f, &cfg.Replicas, &plotPath)
 	f.IntVar(&cfg.Services, "services", cfg.Services, "services to create")
 	f.IntVar(&cfg.Namespaces, "namespaces", cfg.Namespaces, "namespaces the services are spread over")
 	f.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoints (ready Pods) per service")

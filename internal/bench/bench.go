@@ -91,6 +91,11 @@ type Config struct {
 	// own with the same services and as many endpoints, reached through
 	// remote Secrets (clusters.go).
 	Clusters int `json:"clusters"`
+	// Replicas, with a Count above 1, runs that many meshpilot replicas
+	// with --balance behind a simulated Service instead of one, restarts
+	// one and records clients per replica (replicas.go); there is no
+	// churn then.
+	Replicas ReplicasConfig `json:"replicas"`
 
 	// Env is an API server to use; nil starts one for the run.
 	Env *testenv.Env `json:"-"`
@@ -108,7 +113,7 @@ func Defaults() Config {
 		Changes: 50, Rate: 5,
 		Nodes: 6, Concurrency: 32,
 		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
-		Seed: 1, Prefix: "bench", Clusters: 1,
+		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(),
 	}
 }
 
@@ -140,6 +145,10 @@ func (c *Config) validate() error {
 	}
 	if c.MissTimeout <= 0 || c.Timeout <= 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	errs = append(errs, c.Replicas.validate()...)
+	if c.Replicas.Count > 1 && c.Clusters > 1 {
+		errs = append(errs, errors.New("replicas and clusters do not go together"))
 	}
 	if c.Clusters < 1 || c.Clusters > maxClusters {
 		errs = append(errs, fmt.Errorf("clusters must be between 1 and %d, not %d", maxClusters, c.Clusters))
@@ -252,6 +261,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	res.Setup = SetupResult{Writes: w.writes.Load() + remotes.writes(), Seconds: time.Since(t0).Seconds()}
 	logf("wrote %d objects in %.2fs", res.Setup.Writes, res.Setup.Seconds)
+
+	if cfg.Replicas.Count > 1 {
+		res.Replicas, res.SyncSeconds, err = runReplicas(ctx, replicaRun{cfg: &cfg, kubeconfig: env.Kubeconfig, kc: kc,
+			bin: bin, workload: w, logDir: workDir, logf: logf})
+		if err != nil {
+			return nil, err
+		}
+		res.Seconds = time.Since(begin).Seconds()
+		return res, nil
+	}
 
 	// meshpilot.
 	xdsAddr, err := freeAddr()

@@ -74,6 +74,9 @@ type adsClient struct {
 	// has once every cluster's endpoints are in; 0 asks for none.
 	wantEndpoints int
 	converged     bool
+	// received: a response came on the current stream (a client
+	// reconnects at once after such a stream, else after a backoff).
+	received bool
 
 	opened time.Time
 }
@@ -118,7 +121,7 @@ func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error 
 				return nil
 			}
 			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("client %d: the server closed the stream", c.id)
+				return fmt.Errorf("client %d: the server closed the stream: %w", c.id, err)
 			}
 			if status.Code(err) == codes.Canceled && ctx.Err() != nil {
 				return nil
@@ -154,6 +157,7 @@ func (c *adsClient) handle(resp *xdstest.Response) error {
 		return nil
 	}
 	c.stats.responses[t].Add(1)
+	c.received = true
 	if resp.Err != nil {
 		// A real client would NACK; the benchmark wants to hear of it.
 		return fmt.Errorf("client %d: %w", c.id, resp.Err)

@@ -59,11 +59,20 @@ type process struct {
 }
 
 func startProcess(bin string, args []string, logPath string) (*process, error) {
+	return startProcessEnv(bin, args, nil, logPath)
+}
+
+// startProcessEnv is startProcess with env added to the benchmark's own
+// environment (a replica's POD_NAME, say).
+func startProcessEnv(bin string, args, env []string, logPath string) (*process, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group: Ctrl-C reaches the benchmark, which stops
 	// meshpilot itself; and meshpilot dies with the benchmark.

@@ -31,6 +31,9 @@ type Result struct {
 	// change to each subscribed client holding the route with the new
 	// weights.
 	RouteChurn *ChurnResult `json:"route_churn,omitempty"`
+	// Replicas (Config.Replicas.Count above 1) is the replica run's
+	// figures; it has no churn and no phases.
+	Replicas *ReplicasResult `json:"replicas,omitempty"`
 	// Phases are meshpilot's usage after sync, after convergence, after
 	// the settle pause ("settled") and after churn; each phase's CPU time
 	// is its own.
@@ -175,6 +178,10 @@ func (r *Result) WriteSummary(out io.Writer) {
 			c.Clusters, c.Clusters*c.Endpoints, r.RemoteSyncSeconds)
 	}
 	fmt.Fprintln(out)
+	if r.Replicas != nil {
+		r.Replicas.writeSummary(out)
+		return
+	}
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (ms)\tp50\tp90\tp99\tmax\tall\tmisses\t")
