@@ -19,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
+	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/file"
@@ -180,7 +181,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		})
 		// The folder's Istio objects feed the consumers a cluster's feed.
 		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
-		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil)
+		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil, nil)
 	}
 
 	cfg, source, err := kubeclient.Load(f.kubeconfig)
@@ -221,9 +222,14 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer waitIstio()
 	defer stopIstio()
-	remotes := remoteClusters(client, mesh, f, log, m)
+	remotes, err := remoteClusters(client, mesh, f, log, m)
+	if err != nil {
+		return err
+	}
+	m.WatchRemoteClusters(remotes.Clusters)
+	clusters := clusterz(f.clusterID, cfg.Host, reg.HasSynced, remotes)
 	besides := []beside{{name: "remote clusters", run: func(ctx context.Context, srv *server.Server) error {
-		return remotes(ctx, srv.Registry())
+		return remotes.Run(ctx, srv.Registry())
 	}}}
 	if f.balance {
 		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
@@ -233,15 +239,16 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	besides = append(besides, audits)
-	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, auditor.Audit, besides...)
+	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, auditor.Audit, clusters, besides...)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of
 // mesh and what istio built from the Istio kinds (its zero value: none);
 // m, when not nil, holds metrics the registry already reports to;
-// consistency, when not nil, audits the cluster's registry; besides run beside the server until the signal, adding to it at run
+// consistency, when not nil, audits the cluster's registry; clusters, when not nil, lists the clusters on
+// /debug/clusterz; besides run beside the server until the signal, adding to it at run
 // time (remote clusters' sources, replica balance).
-func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, consistency debug.Consistency, besides ...beside) error {
+func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, consistency debug.Consistency, clusters func() []clusterstate.Cluster, besides ...beside) error {
 	var ps server.PolicySource
 	if istio.policies != nil {
 		ps = istio.policies
@@ -279,6 +286,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		ConfigStatus:          istio.status,
 		Routes:                rs,
 		Consistency:           consistency,
+		Clusters:              clusters,
 	})
 	if err != nil {
 		return err

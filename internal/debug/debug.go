@@ -12,6 +12,7 @@
 //	                                  ports differ between clusters (Configz)
 //	/debug/consistencyz               audits the Kubernetes registry: its informer caches against a
 //	                                  fresh LIST, its model against one rebuilt from it (audit.Report)
+//	/debug/clusterz                   the local and remote clusters: state, since when, last error (istiod's page)
 //	/debug/pprof/                     Go profiles
 package debug
 
@@ -30,6 +31,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/xds"
 )
@@ -63,6 +65,9 @@ type Options struct {
 	// Consistency audits the Kubernetes registry for
 	// /debug/consistencyz; the page answers 404 when nil (files).
 	Consistency Consistency
+	// Clusters returns the clusters read, the local one first, for
+	// /debug/clusterz; none when nil.
+	Clusters func() []clusterstate.Cluster
 }
 
 // Configz is what /debug/configz shows. `meshpilot status config` and
@@ -194,6 +199,7 @@ func Register(mux *http.ServeMux, o Options) {
 			ServiceConflicts: ServiceConflicts(conflicts, o.LocalClusterID)})
 	})
 	mux.HandleFunc("GET /debug/consistencyz", consistencyz(o.Consistency))
+	registerClusterz(mux, o.Clusters)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

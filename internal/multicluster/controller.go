@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,12 +20,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 )
 
 // DefaultSyncTimeout bounds how long a replacement registry may take to
-// sync before the old one is kept, and when a new cluster that has not
-// synced is logged.
+// sync before the old one is kept, and after which a new cluster that has
+// not synced is in state clusterstate.Timeout.
 const DefaultSyncTimeout = 10 * time.Second
 
 // QueueName names the work queue of remote Secrets.
@@ -39,9 +40,16 @@ type Sources interface {
 	ReplaceSource(ctx context.Context, name string, s aggregate.Source) error
 }
 
+// Registry is a remote cluster's registry: a model.Controller that takes
+// MeshConfig's discoverySelectors at run time (*kube.Controller).
+type Registry interface {
+	model.Controller
+	SetMeshDiscoverySelectors([]labels.Selector)
+}
+
 // NewRegistry builds the (not yet running) registry of a remote cluster
-// from its kubeconfig.
-type NewRegistry func(clusterID string, cfg *rest.Config) (model.Controller, error)
+// from its kubeconfig, watching scope.
+type NewRegistry func(clusterID string, cfg *rest.Config, scope Scope) (Registry, error)
 
 // Options configure a Controller.
 type Options struct {
@@ -52,12 +60,20 @@ type Options struct {
 	// LocalClusterID is the local cluster's ID (--cluster-id): a Secret
 	// key naming it is refused.
 	LocalClusterID string
-	// Sources receives the remote registries.
-	Sources Sources
 	// NewRegistry builds a remote cluster's registry.
 	NewRegistry NewRegistry
+	// Scope is what every remote registry watches where its Secret's
+	// annotations do not say otherwise (serve's --namespaces and
+	// --discovery-selectors).
+	Scope Scope
+	// MeshDiscoverySelectors are MeshConfig's discoverySelectors at
+	// start; SetMeshDiscoverySelectors gives their changes.
+	MeshDiscoverySelectors []labels.Selector
 	// SyncTimeout: see DefaultSyncTimeout (its default).
 	SyncTimeout time.Duration
+	// ProbeInterval: how often a remote API server is probed once its
+	// cluster has synced; DefaultProbeInterval when zero.
+	ProbeInterval time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -66,19 +82,41 @@ type Options struct {
 // prefix keeps it apart from the local sources' names.
 func SourceName(clusterID string) string { return aggregate.RemoteSourcePrefix + clusterID }
 
-// cluster is a remote cluster being served.
+// cluster is a remote cluster being served. Its fields are guarded by
+// Controller.mu.
 type cluster struct {
+	id string
 	// secret is the name of the Secret that holds it.
 	secret string
-	// sum identifies the kubeconfig its registry was built from.
+	// sum identifies the kubeconfig and scope its registry was built from.
 	sum [sha256.Size]byte
-	// stopReport ends the wait for its first registry's sync, once that
-	// registry is removed or replaced.
-	stopReport context.CancelFunc
+	// reg is the registry in force, built from config.
+	reg    Registry
+	config *rest.Config
+	// stopWatch ends the watch of reg (its sync, then its API server).
+	stopWatch context.CancelFunc
+	// pending is the replacement waiting to sync; nil when none.
+	pending *replacement
+	status  status
 }
 
-// Controller follows the remote Secrets. Its state is touched by its one
-// worker goroutine alone, so it needs no lock.
+// replacement is a registry built from a changed kubeconfig or scope,
+// waiting for its sync off the worker, so that it holds up no other
+// Secret.
+type replacement struct {
+	sum    [sha256.Size]byte
+	reg    Registry
+	config *rest.Config
+	// cancel drops it (a newer change, the cluster removed); done is
+	// closed once its goroutine has returned.
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Controller follows the remote Secrets. One worker applies the Secrets'
+// changes, so each Secret's in order and a cluster ID claimed by two
+// Secrets goes to the first one seen; what may take long (a replacement
+// syncing, the watch of each cluster) runs on goroutines of its own.
 type Controller struct {
 	opts    Options
 	log     *slog.Logger
@@ -86,21 +124,39 @@ type Controller struct {
 	lister  listersv1.SecretLister
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
-	// clusters are the remote clusters served, by cluster ID; the worker's
-	// alone.
-	clusters map[string]cluster
+	// sources is Run's; read by the worker and replacements alone.
+	sources Sources
+	// tasks counts the replacement and watch goroutines, which Run waits
+	// for.
+	tasks sync.WaitGroup
+	// probe makes the check of a cluster's API server; readyz unless a
+	// test sets it before Run.
+	probe func(*rest.Config) func(context.Context) error
+
+	// mu guards clusters (the map and each cluster's fields) and mesh:
+	// the worker changes them, replacements and watches finish their
+	// cluster's changes, Clusters and SetMeshDiscoverySelectors read them.
+	mu sync.Mutex
+	// clusters are the remote clusters served, by cluster ID.
+	clusters map[string]*cluster
+	// mesh are MeshConfig's discoverySelectors in force, given to every
+	// registry built.
+	mesh []labels.Selector
 }
 
 // New returns a Controller; Run starts it.
 func New(opts Options) (*Controller, error) {
-	if opts.Client == nil || opts.Sources == nil || opts.NewRegistry == nil {
-		return nil, errors.New("multicluster: Client, Sources and NewRegistry are required")
+	if opts.Client == nil || opts.NewRegistry == nil {
+		return nil, errors.New("multicluster: Client and NewRegistry are required")
 	}
 	if opts.Namespace == "" {
 		return nil, errors.New("multicluster: Namespace is required")
 	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = DefaultProbeInterval
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -121,7 +177,8 @@ func New(opts Options) (*Controller, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: QueueName}),
-		clusters: map[string]cluster{},
+		clusters: map[string]*cluster{},
+		mesh:     opts.MeshDiscoverySelectors,
 	}
 	reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
@@ -157,9 +214,31 @@ func (c *Controller) enqueue(obj any) {
 // (their clusters added, not synced).
 func (c *Controller) HasSynced() bool { return c.synced() }
 
-// Run follows the Secrets until ctx ends. The remote registries run on
-// ctx too: they stop with it.
-func (c *Controller) Run(ctx context.Context) error {
+// SetMeshDiscoverySelectors puts MeshConfig's discoverySelectors in force
+// in every remote registry, as in the local one: beside the Secret's
+// annotation or else serve's --discovery-selectors. Registries built
+// later take them too. Safe to call at any time.
+func (c *Controller) SetMeshDiscoverySelectors(selectors []labels.Selector) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mesh = selectors
+	for _, cl := range c.clusters {
+		cl.reg.SetMeshDiscoverySelectors(selectors)
+		if cl.pending != nil {
+			cl.pending.reg.SetMeshDiscoverySelectors(selectors)
+		}
+	}
+}
+
+// Run follows the Secrets until ctx ends, adding, replacing and removing
+// the remote clusters' registries in sources. The remote registries run
+// on ctx too: they stop with it.
+func (c *Controller) Run(ctx context.Context, sources Sources) error {
+	if sources == nil {
+		return errors.New("multicluster: Run needs the sources to add clusters to")
+	}
+	c.sources = sources
+	defer c.tasks.Wait()
 	defer c.queue.ShutDown()
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
@@ -167,8 +246,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	// One worker: a Secret's clusters are changed in order, and a
-	// replacement waiting for its sync holds up only other Secrets.
 	for c.processNext(ctx) {
 	}
 	return nil
@@ -181,7 +258,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(name)
 	if err := c.sync(ctx, name); err != nil {
-		c.log.Warn("remote secret", "secret", c.opts.Namespace+"/"+name, "error", err)
+		c.log.Warn("remote secret", "secret", c.ref(name), "error", err)
 		c.queue.AddRateLimited(name)
 		return true
 	}
@@ -200,97 +277,181 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	wanted := map[string]bool{}
 	if s != nil {
+		scope, scopeErr := scopeOf(s.Annotations, c.opts.Scope)
+		var ae *annotationError
+		if errors.As(scopeErr, &ae) {
+			c.log.Error("remote secret annotation refused: its clusters keep their registries, new ones are not added",
+				"secret", c.ref(name), "annotation", ae.annotation, "reason", ae.err)
+		}
 		for _, k := range parseSecret(s) {
 			wanted[k.clusterID] = true
-			c.apply(ctx, name, k)
+			if scopeErr == nil {
+				c.apply(ctx, name, k, scope)
+			}
 		}
 	}
+	c.mu.Lock()
+	var gone []*cluster
 	for id, cl := range c.clusters {
-		if cl.secret != name || wanted[id] {
-			continue
+		if cl.secret == name && !wanted[id] {
+			gone = append(gone, cl)
 		}
-		if err := c.opts.Sources.RemoveSource(SourceName(id)); err != nil {
-			c.log.Error("removing remote cluster", "cluster", id, "secret", c.ref(name), "error", err)
-		} else {
-			c.log.Info("remote cluster removed", "cluster", id, "secret", c.ref(name))
-		}
-		cl.stopReport()
-		delete(c.clusters, id)
+	}
+	c.mu.Unlock()
+	for _, cl := range gone {
+		c.remove(cl)
 	}
 	return nil
 }
 
 func (c *Controller) ref(secret string) string { return c.opts.Namespace + "/" + secret }
 
+// clusterSum identifies what a cluster's registry is built from: a change
+// of either the kubeconfig or the scope rebuilds it.
+func clusterSum(k kubeconfig, scope Scope) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(k.sum[:])
+	h.Write([]byte(scope.String()))
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
 // apply adds or replaces the cluster of one Secret key.
-func (c *Controller) apply(ctx context.Context, secret string, k kubeconfig) {
+func (c *Controller) apply(ctx context.Context, secret string, k kubeconfig, scope Scope) {
 	log := c.log.With("cluster", k.clusterID, "secret", c.ref(secret), "key", k.clusterID)
 	if k.clusterID == c.opts.LocalClusterID {
 		log.Error("remote secret names the local cluster (--cluster-id): refused")
 		return
 	}
-	cur, served := c.clusters[k.clusterID]
-	if served && cur.secret != secret {
-		log.Error("cluster ID already served from another secret: refused", "served_from", c.ref(cur.secret))
-		return
+	sum := clusterSum(k, scope)
+	// Only this worker changes which clusters exist and their secret and
+	// sum; replacements finishing change sum, hence the lock.
+	c.mu.Lock()
+	cur := c.clusters[k.clusterID]
+	var curSecret string
+	var curSum, pendingSum [sha256.Size]byte
+	pending := false
+	if cur != nil {
+		curSecret, curSum = cur.secret, cur.sum
+		if cur.pending != nil {
+			pending, pendingSum = true, cur.pending.sum
+		}
 	}
-	if served && cur.sum == k.sum {
+	c.mu.Unlock()
+	switch {
+	case cur != nil && curSecret != secret:
+		log.Error("cluster ID already served from another secret: refused", "served_from", c.ref(curSecret))
 		return
-	}
-	if k.err != nil {
+	case pending && pendingSum == sum:
+		// Being replaced by this very version already.
+		return
+	case cur != nil && curSum == sum:
+		// Back to the registry in force: a replacement on its way is
+		// dropped.
+		c.dropPending(cur)
+		return
+	case k.err != nil:
 		log.Error("remote secret key is not a usable kubeconfig: nothing changed", "reason", k.err)
 		return
 	}
-	reg, err := c.opts.NewRegistry(k.clusterID, k.config)
+	if cur != nil {
+		// Changes of one cluster are applied in order: an older
+		// replacement still syncing gives way to this one.
+		c.dropPending(cur)
+	}
+	reg, err := c.opts.NewRegistry(k.clusterID, k.config, scope)
 	if err != nil {
 		log.Error("building the remote cluster's registry: nothing changed", "reason", err)
 		return
 	}
 	src := aggregate.Source{Name: SourceName(k.clusterID), Controller: reg}
-	if !served {
-		if err := c.opts.Sources.AddSource(ctx, src); err != nil {
-			log.Error("adding the remote cluster", "error", err)
-			return
-		}
-		reportCtx, stopReport := context.WithCancel(ctx)
-		c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum, stopReport: stopReport}
-		log.Info("remote cluster added", "apiserver", k.config.Host)
-		go c.reportSync(reportCtx, log, reg)
+	if cur == nil {
+		c.add(ctx, log, &cluster{id: k.clusterID, secret: secret, sum: sum, reg: reg, config: k.config}, src, scope)
 		return
 	}
+	c.mu.Lock()
+	reg.SetMeshDiscoverySelectors(c.mesh)
 	wait, cancel := context.WithTimeout(ctx, c.opts.SyncTimeout)
-	defer cancel()
-	if err := c.opts.Sources.ReplaceSource(wait, src.Name, src); err != nil {
-		// The old registry goes on serving; a later change of the
-		// Secret tries again.
-		log.Error("remote cluster's new kubeconfig: keeping the previous one", "apiserver", k.config.Host, "reason", err)
-		return
-	}
-	// The replacement has synced: nothing is left to report.
-	cur.stopReport()
-	c.clusters[k.clusterID] = cluster{secret: secret, sum: k.sum, stopReport: cur.stopReport}
-	log.Info("remote cluster's kubeconfig replaced", "apiserver", k.config.Host)
+	p := &replacement{sum: sum, reg: reg, config: k.config, cancel: cancel, done: make(chan struct{})}
+	cur.pending = p
+	c.mu.Unlock()
+	c.tasks.Add(1)
+	go func() {
+		defer c.tasks.Done()
+		defer close(p.done)
+		defer cancel()
+		c.replace(ctx, wait, log, cur, p, src, scope)
+	}()
 }
 
-// reportSync logs a remote cluster that has not synced within
-// SyncTimeout, which nothing waits for, and logs when it does sync.
-func (c *Controller) reportSync(ctx context.Context, log *slog.Logger, reg model.Controller) {
-	deadline := time.NewTimer(c.opts.SyncTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	late := false
-	for !reg.HasSynced() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			late = true
-			log.Warn(fmt.Sprintf("remote cluster not synced after %s: served as it fills, readiness does not wait for it", c.opts.SyncTimeout))
-		case <-tick.C:
-		}
+// add serves a new cluster.
+func (c *Controller) add(ctx context.Context, log *slog.Logger, cl *cluster, src aggregate.Source, scope Scope) {
+	c.mu.Lock()
+	cl.reg.SetMeshDiscoverySelectors(c.mesh)
+	cl.status = status{state: clusterstate.Syncing, since: time.Now()}
+	c.clusters[cl.id] = cl
+	c.mu.Unlock()
+	if err := c.sources.AddSource(ctx, src); err != nil {
+		c.mu.Lock()
+		delete(c.clusters, cl.id)
+		c.mu.Unlock()
+		log.Error("adding the remote cluster", "error", err)
+		return
 	}
-	if late {
-		log.Info("remote cluster synced")
+	log.Info("remote cluster added", "apiserver", cl.config.Host, "scope", scope)
+	c.startWatch(ctx, log, cl, false)
+}
+
+// replace waits, until wait ends, for p to sync and then swaps it in.
+func (c *Controller) replace(ctx, wait context.Context, log *slog.Logger, cl *cluster, p *replacement, src aggregate.Source, scope Scope) {
+	err := c.sources.ReplaceSource(wait, src.Name, src)
+	c.mu.Lock()
+	if cl.pending == p {
+		cl.pending = nil
 	}
+	if err == nil {
+		cl.sum, cl.reg, cl.config = p.sum, p.reg, p.config
+	}
+	c.mu.Unlock()
+	switch {
+	case err == nil:
+		log.Info("remote cluster's registry rebuilt: kubeconfig replaced or scope changed", "apiserver", p.config.Host, "scope", scope)
+		c.startWatch(ctx, log, cl, true)
+	case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+		log.Info("remote cluster's replacement dropped for a newer change of its secret")
+	case ctx.Err() == nil:
+		// The old registry goes on serving; a later change of the
+		// Secret tries again.
+		log.Error("remote cluster's new kubeconfig or scope: keeping the previous one", "apiserver", p.config.Host, "reason", err)
+		c.setLastError(cl, err)
+	}
+}
+
+// dropPending cancels cl's replacement, if any, and waits for it to end.
+func (c *Controller) dropPending(cl *cluster) {
+	c.mu.Lock()
+	p := cl.pending
+	c.mu.Unlock()
+	if p != nil {
+		p.cancel()
+		<-p.done
+	}
+}
+
+// remove stops serving cl.
+func (c *Controller) remove(cl *cluster) {
+	c.dropPending(cl)
+	log := c.log.With("cluster", cl.id, "secret", c.ref(cl.secret))
+	if err := c.sources.RemoveSource(SourceName(cl.id)); err != nil {
+		log.Error("removing remote cluster", "error", err)
+	} else {
+		log.Info("remote cluster removed")
+	}
+	c.mu.Lock()
+	if cl.stopWatch != nil {
+		cl.stopWatch()
+	}
+	delete(c.clusters, cl.id)
+	c.mu.Unlock()
 }

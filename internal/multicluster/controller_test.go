@@ -12,10 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
@@ -54,7 +56,7 @@ type recorder struct {
 }
 
 func (r *recorder) AddSource(_ context.Context, s aggregate.Source) error {
-	r.record("add " + s.Name + " " + s.Controller.(*fakeRegistry).host)
+	r.record("add " + s.Name + " " + s.Controller.(*fakeRegistry).String())
 	return nil
 }
 
@@ -63,7 +65,14 @@ func (r *recorder) RemoveSource(name string) error {
 	return nil
 }
 
-func (r *recorder) ReplaceSource(_ context.Context, name string, s aggregate.Source) error {
+func (r *recorder) ReplaceSource(ctx context.Context, name string, s aggregate.Source) error {
+	if host := s.Controller.(*fakeRegistry).host; strings.Contains(host, "hang") {
+		// A registry that never syncs, as ReplaceSource sees it.
+		r.record("replace-waiting " + name + " " + host)
+		<-ctx.Done()
+		r.record("replace-ended " + name + " " + host)
+		return ctx.Err()
+	}
 	r.mu.Lock()
 	fail := r.failReplace
 	r.mu.Unlock()
@@ -71,7 +80,7 @@ func (r *recorder) ReplaceSource(_ context.Context, name string, s aggregate.Sou
 		r.record("replace-failed " + name)
 		return fmt.Errorf("did not sync")
 	}
-	r.record("replace " + name + " " + s.Controller.(*fakeRegistry).host)
+	r.record("replace " + name + " " + s.Controller.(*fakeRegistry).String())
 	return nil
 }
 
@@ -81,13 +90,24 @@ func (r *recorder) record(c string) {
 	r.calls = append(r.calls, c)
 }
 
-// next waits for the calls after the first n and returns them.
+// waitFor waits until the calls are want.
 func (r *recorder) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	r.await(t, func(calls []string) []string { return calls }, want)
+}
+
+// waitForSorted is waitFor for calls whose order does not matter.
+func (r *recorder) waitForSorted(t *testing.T, want ...string) {
+	t.Helper()
+	r.await(t, func(calls []string) []string { return slices.Sorted(slices.Values(calls)) }, slices.Sorted(slices.Values(want)))
+}
+
+func (r *recorder) await(t *testing.T, view func([]string) []string, want []string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r.mu.Lock()
-		got := slices.Clone(r.calls)
+		got := view(slices.Clone(r.calls))
 		r.mu.Unlock()
 		if slices.Equal(got, want) {
 			return
@@ -101,7 +121,32 @@ func (r *recorder) waitFor(t *testing.T, want ...string) {
 
 type fakeRegistry struct {
 	*model.Store
-	host string
+	host  string
+	scope Scope
+
+	mu   sync.Mutex // guards mesh
+	mesh []labels.Selector
+}
+
+// String is the registry's API server, and its scope when not the
+// default one.
+func (f *fakeRegistry) String() string {
+	if f.scope.Namespaces == nil && f.scope.DiscoverySelectors == nil {
+		return f.host
+	}
+	return f.host + " " + f.scope.String()
+}
+
+func (f *fakeRegistry) SetMeshDiscoverySelectors(s []labels.Selector) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mesh = s
+}
+
+func (f *fakeRegistry) meshSelectors() []labels.Selector {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mesh
 }
 
 // awaitLog waits for a log line holding every part.
@@ -125,6 +170,7 @@ func remoteSecret(name string, data map[string][]byte) *corev1.Secret {
 }
 
 type harness struct {
+	c      *Controller
 	client *fake.Clientset
 	rec    *recorder
 	logs   *testutil.Lines
@@ -134,28 +180,40 @@ type harness struct {
 
 func start(t *testing.T, objs ...*corev1.Secret) *harness {
 	t.Helper()
+	return startWith(t, func(*Options) {}, objs...)
+}
+
+// startWith is start with options changed by opts.
+func startWith(t *testing.T, opts func(*Options), objs ...*corev1.Secret) *harness {
+	t.Helper()
 	h := &harness{client: fake.NewClientset(), rec: &recorder{}, logs: testutil.NewLines()}
 	for _, s := range objs {
 		if _, err := h.client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c, err := New(Options{
+	o := Options{
 		Client:         h.client,
 		Namespace:      ns,
 		LocalClusterID: "Kubernetes",
-		Sources:        h.rec,
-		NewRegistry: func(id string, cfg *rest.Config) (model.Controller, error) {
-			return &fakeRegistry{Store: model.NewStore(), host: cfg.Host}, nil
+		NewRegistry: func(id string, cfg *rest.Config, scope Scope) (Registry, error) {
+			return &fakeRegistry{Store: model.NewStore(), host: cfg.Host, scope: scope}, nil
 		},
 		Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
-	})
+	}
+	opts(&o)
+	c, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API servers named here do not exist: every probe succeeds.
+	c.probe = func(*rest.Config) func(context.Context) error {
+		return func(context.Context) error { return nil }
+	}
+	h.c = c
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx) }()
+	go func() { defer close(done); _ = c.Run(ctx, h.rec) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
@@ -182,17 +240,21 @@ func TestSecretLifecycle(t *testing.T) {
 	}))
 	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443")
 
-	// A changed kubeconfig replaces; a removed key removes.
+	// A removed key removes; a changed kubeconfig replaces. (Apart: a
+	// replacement syncs off the worker, so it may end after a removal.)
+	h.update(t, remoteSecret("remote-b", map[string][]byte{"b": kubeconfigFor("https://b.example:6443")}))
+	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443",
+		"remove cluster/c")
 	h.update(t, remoteSecret("remote-b", map[string][]byte{"b": kubeconfigFor("https://b2.example:6443")}))
 	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443",
-		"replace cluster/b https://b2.example:6443", "remove cluster/c")
+		"remove cluster/c", "replace cluster/b https://b2.example:6443")
 
 	// The Secret deleted removes what is left.
 	if err := h.client.CoreV1().Secrets(ns).Delete(context.Background(), "remote-b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.rec.waitFor(t, "add cluster/b https://b.example:6443", "add cluster/c https://c.example:6443",
-		"replace cluster/b https://b2.example:6443", "remove cluster/c", "remove cluster/b")
+		"remove cluster/c", "replace cluster/b https://b2.example:6443", "remove cluster/b")
 }
 
 func TestRefusedKeysChangeNothing(t *testing.T) {
@@ -256,5 +318,56 @@ func TestParseKubeconfig(t *testing.T) {
 				t.Fatalf("error %v, want one with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestReplacementSyncingHoldsUpNothing(t *testing.T) {
+	// Longer than the test: only a newer change or the end ends the wait.
+	h := startWith(t, func(o *Options) { o.SyncTimeout = time.Hour },
+		remoteSecret("remote-a", map[string][]byte{"a": kubeconfigFor("https://a.example")}))
+	h.rec.waitFor(t, "add cluster/a https://a.example")
+	h.update(t, remoteSecret("remote-a", map[string][]byte{"a": kubeconfigFor("https://hang.example")}))
+	h.rec.waitFor(t, "add cluster/a https://a.example", "replace-waiting cluster/a https://hang.example")
+
+	// Another Secret's cluster comes while a's replacement waits.
+	if _, err := h.client.CoreV1().Secrets(ns).Create(context.Background(),
+		remoteSecret("remote-z", map[string][]byte{"z": kubeconfigFor("https://z.example")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.waitFor(t, "add cluster/a https://a.example", "replace-waiting cluster/a https://hang.example", "add cluster/z https://z.example")
+
+	// A newer change of a's Secret drops the waiting replacement first:
+	// a Secret's changes apply in order.
+	h.update(t, remoteSecret("remote-a", map[string][]byte{"a": kubeconfigFor("https://a2.example")}))
+	h.rec.waitFor(t, "add cluster/a https://a.example", "replace-waiting cluster/a https://hang.example", "add cluster/z https://z.example",
+		"replace-ended cluster/a https://hang.example", "replace cluster/a https://a2.example")
+	h.awaitLog(t, "dropped for a newer change", "cluster=a")
+	if got := h.c.Clusters(); len(got) != 2 || got[0].APIServer != "https://a2.example" || got[1].ID != "z" {
+		t.Fatalf("clusters %+v", got)
+	}
+}
+
+func TestNextState(t *testing.T) {
+	for _, tc := range []struct {
+		cur  clusterstate.State
+		ev   event
+		want clusterstate.State
+	}{
+		{clusterstate.Syncing, evSynced, clusterstate.Synced},
+		{clusterstate.Syncing, evTimedOut, clusterstate.Timeout},
+		{clusterstate.Syncing, evProbeOK, clusterstate.Syncing},
+		{clusterstate.Syncing, evProbeFailed, clusterstate.Syncing},
+		{clusterstate.Timeout, evSynced, clusterstate.Synced},
+		{clusterstate.Timeout, evProbeOK, clusterstate.Timeout},
+		{clusterstate.Timeout, evProbeFailed, clusterstate.Timeout},
+		{clusterstate.Synced, evProbeFailed, clusterstate.Unreachable},
+		{clusterstate.Synced, evProbeOK, clusterstate.Synced},
+		{clusterstate.Synced, evTimedOut, clusterstate.Synced},
+		{clusterstate.Unreachable, evProbeOK, clusterstate.Synced},
+		{clusterstate.Unreachable, evProbeFailed, clusterstate.Unreachable},
+	} {
+		if got := next(tc.cur, tc.ev); got != tc.want {
+			t.Errorf("next(%s, %d) = %s, want %s", tc.cur, tc.ev, got, tc.want)
+		}
 	}
 }

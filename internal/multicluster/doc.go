@@ -12,9 +12,22 @@
 // ID equal to the local one and a cluster ID already held by another
 // Secret are logged and change nothing.
 //
+// What a remote registry watches is serve's scope (Options.Scope), unless
+// its Secret's annotations meshpilot.io/namespaces and
+// meshpilot.io/discovery-selectors say otherwise; a changed annotation
+// rebuilds the registry as a changed kubeconfig does, and a value the
+// flags would not take is logged and changes nothing. MeshConfig's
+// discoverySelectors apply beside them and follow their changes
+// (SetMeshDiscoverySelectors), as in the local registry.
+//
+// One worker applies the Secrets, each Secret's changes in order; a
+// replacement waits for its sync on a goroutine of its own, so it holds up
+// no other Secret, and a newer change of the same cluster drops it first.
+//
 // Nothing here waits for a remote cluster: a registry added is served as
 // it fills, so an unreachable API server holds up neither readiness nor
-// the local cluster (it is logged when it has not synced within
-// SyncTimeout), and one that goes away keeps serving its informers' last
-// state.
+// the local cluster, and one that goes away keeps serving its informers'
+// last state. Clusters reports each cluster's State (syncing, synced,
+// timeout after SyncTimeout, unreachable when its API server stops
+// answering a periodic probe), which /debug/clusterz and a metric show.
 package multicluster

@@ -25,6 +25,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/xds"
@@ -104,6 +105,9 @@ type Options struct {
 	// Routes, when set, holds the VirtualServices generators apply; a
 	// change is pushed as the model.VirtualServiceKey of its hosts.
 	Routes RouteSource
+	// Clusters, when set, lists the clusters read (the local one first)
+	// on /debug/clusterz.
+	Clusters func() []clusterstate.Cluster
 	// Debounce shapes pushes.
 	Debounce push.Options
 	Logger   *slog.Logger
@@ -267,7 +271,7 @@ func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSync
 func (s *Server) debugOptions() debug.Options {
 	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List,
 		PortConflicts: s.registry.PortConflicts, LocalClusterID: s.localClusterID(),
-		Consistency: s.opts.Consistency}
+		Consistency: s.opts.Consistency, Clusters: s.opts.Clusters}
 }
 
 // localClusterID is Options.ClusterID or its default.

@@ -84,7 +84,6 @@ func TestRemoteClusterSecret(t *testing.T) {
 		Client:         env.Client,
 		Namespace:      system,
 		LocalClusterID: model.DefaultClusterID,
-		Sources:        srv.Registry(),
 		Logger:         log,
 		SyncTimeout:    2 * time.Second,
 		NewRegistry:    remoteRegistry(ns, log, srv.Metrics()),
@@ -92,7 +91,7 @@ func TestRemoteClusterSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntilCleanup(t, remotes)
+	runUntilCleanup(t, remotes, srv.Registry())
 
 	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///echo."+ns+".svc.cluster.local:7070",
 		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
@@ -258,14 +257,14 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	srv := startMeshpilot(t, ns)
 	remotes, err := multicluster.New(multicluster.Options{
-		Client: env.Client, Namespace: system, LocalClusterID: "Kubernetes", Sources: srv.Registry(), Logger: log,
+		Client: env.Client, Namespace: system, LocalClusterID: "Kubernetes", Logger: log,
 		SyncTimeout: 500 * time.Millisecond,
 		NewRegistry: remoteRegistry(ns, log, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntilCleanup(t, remotes)
+	runUntilCleanup(t, remotes, srv.Registry())
 
 	logs.Await(t, "the unreachable cluster logged", 0, func(l string) bool {
 		return strings.Contains(l, "not synced after") && strings.Contains(l, "cluster=gone")
@@ -278,7 +277,7 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 // remoteRegistry builds a remote cluster's registry watching ns, as serve
 // builds them: its metrics, when m is set, under its cluster ID.
 func remoteRegistry(ns string, log *slog.Logger, m *metrics.Metrics) multicluster.NewRegistry {
-	return func(clusterID string, cfg *rest.Config) (model.Controller, error) {
+	return func(clusterID string, cfg *rest.Config, _ multicluster.Scope) (multicluster.Registry, error) {
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -287,7 +286,11 @@ func remoteRegistry(ns string, log *slog.Logger, m *metrics.Metrics) multicluste
 		if m != nil {
 			o.QueueMetrics, o.OnInformerEvent = m.WorkqueueProviderFor(clusterID), m.InformerEventsFor(clusterID)
 		}
-		return kube.New(client, o)
+		reg, err := kube.New(client, o)
+		if err != nil {
+			return nil, err
+		}
+		return reg, nil
 	}
 }
 
@@ -310,10 +313,10 @@ func awaitConflicts(t *testing.T, addr string, want []debug.ServiceConflict) {
 }
 
 // runUntilCleanup runs the remote-Secret controller until the test ends.
-func runUntilCleanup(t *testing.T, c *multicluster.Controller) {
+func runUntilCleanup(t *testing.T, c *multicluster.Controller, sources multicluster.Sources) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(runCtx) }()
+	go func() { defer close(done); _ = c.Run(runCtx, sources) }()
 	t.Cleanup(func() { stop(); <-done })
 }
 
