@@ -42,12 +42,16 @@ as istioctl analyze does (see "status config --help").
 "status consistency" audits meshpilot's Kubernetes caches and model against
 the API server and prints each difference (see "status consistency --help").
 
+"status clusters" lists the local and remote clusters and their state
+(see "status clusters --help").
+
 --server is the address of meshpilot's debug pages: its --http-addr, or its
 --debug-addr when set.`,
 		Example: `  meshpilot status --server http://127.0.0.1:15014
   meshpilot status --server http://127.0.0.1:15014 services
   meshpilot status --server http://127.0.0.1:15014 config
-  meshpilot status --server http://127.0.0.1:15014 consistency`,
+  meshpilot status --server http://127.0.0.1:15014 consistency
+  meshpilot status --server http://127.0.0.1:15014 clusters`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var clients []debug.SyncStatus
@@ -106,6 +110,7 @@ cannot be read, else 0 (warnings included).`,
 		},
 	})
 	cmd.AddCommand(newStatusConsistencyCommand(&f))
+	cmd.AddCommand(newStatusClustersCommand(&f))
 	return cmd
 }
 
