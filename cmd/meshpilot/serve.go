@@ -95,9 +95,9 @@ logged with its source and field while the last good one stays in force.
 	fl := cmd.Flags()
 	fl.StringVar(&f.from, "from", "", "serve the Kubernetes manifests of this folder (and its subfolders) instead of a cluster; changes are followed")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
-	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all)")
+	fl.StringSliceVar(&f.namespaces, "namespaces", nil, "watch only these namespaces (comma separated; default all); a remote Secret's annotation meshpilot.io/namespaces, in the same form, replaces it for its clusters")
 	fl.StringArrayVar(&f.discoverySelectors, "discovery-selectors", nil,
-		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched, as is one matching MeshConfig's discoverySelectors (both apply within --namespaces); follows label and MeshConfig changes")
+		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched, as is one matching MeshConfig's discoverySelectors (both apply within --namespaces); follows label and MeshConfig changes; a remote Secret's annotation meshpilot.io/discovery-selectors, one selector per line, replaces it for its clusters")
 	fl.StringVar(&f.domainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
 	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
