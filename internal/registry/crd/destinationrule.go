@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -77,6 +78,18 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 	return out, c.status
 }
 
+// badSubsetName says why a subset name cannot be used, or "". A subset
+// name goes between the bars of a cluster name
+// ("outbound|<port>|<subset>|<host>"), where a "|" would make the name
+// designate another subset and host; Istio's validation asks for a DNS
+// label (validateSubsetName), which rules that out.
+func badSubsetName(name string) string {
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return fmt.Sprintf("subset name %q is not a DNS label: %s", name, strings.Join(msgs, "; "))
+	}
+	return ""
+}
+
 // policyConverter converts the traffic policies of one rule, collecting
 // what becomes of their fields.
 type policyConverter struct {
@@ -84,13 +97,16 @@ type policyConverter struct {
 }
 
 // subset refuses a subset that cannot work: without a name (nothing can
-// name it), named as an earlier one (which one a route means is
-// ambiguous), or without labels (it would select every endpoint of the
-// host, which is the host itself: most likely labels left out).
+// name it), with a name that is no DNS label (badSubsetName), named as
+// an earlier one (which one a route means is ambiguous), or without
+// labels (it would select every endpoint of the host, which is the host
+// itself: most likely labels left out).
 func (c *policyConverter) subset(path string, s *apinetworking.Subset, seen map[string]int, i int) {
 	switch prev, dup := seen[s.GetName()]; {
 	case s.GetName() == "":
 		c.status.RefuseAt(path+".name", "a subset needs a name")
+	case badSubsetName(s.GetName()) != "":
+		c.status.RefuseAt(path+".name", badSubsetName(s.GetName()))
 	case dup:
 		c.status.RefuseAt(path+".name", fmt.Sprintf("subset %q is defined twice (spec.subsets[%d])", s.GetName(), prev))
 	case len(s.GetLabels()) == 0:

@@ -262,6 +262,7 @@ func (c *vsConverter) mirrors(path string, r *apinetworking.HTTPRoute, out *mode
 			c.status.RefuseAt(field+".host", fmt.Sprintf("%q is not a service host", d.GetHost()))
 			return
 		}
+		c.destination(field, d)
 		pct := 100.0
 		switch {
 		case p != nil:
@@ -288,11 +289,26 @@ func (c *vsConverter) mirrors(path string, r *apinetworking.HTTPRoute, out *mode
 	}
 }
 
+// destination refuses what would name a cluster no client can get, as
+// Istio's validation (validateDestination) does: a port number beyond
+// 65535 (0 is none: the host's only port), a subset name that is no DNS
+// label.
+func (c *vsConverter) destination(path string, d *apinetworking.Destination) {
+	if n := d.GetPort().GetNumber(); n > 65535 {
+		c.status.RefuseAt(path+".port.number", fmt.Sprintf("port %d is not between 1 and 65535", n))
+	}
+	if s := d.GetSubset(); s != "" {
+		if why := badSubsetName(s); why != "" {
+			c.status.RefuseAt(path+".subset", why)
+		}
+	}
+}
+
 // destinations converts a route's destinations and checks their weights
 // and subsets.
 func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
 	dests := r.GetRoute()
-	total := int32(0)
+	total := int64(0) // weights are int32: three can wrap around to 100
 	for k, d := range dests {
 		dp := fmt.Sprintf("%s.route[%d]", path, k)
 		host, ok := ruleHost(d.GetDestination().GetHost(), c.ns, c.opts.DomainSuffix)
@@ -309,6 +325,7 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 		if dst.Weight < 0 {
 			c.status.RefuseAt(dp+".weight", "a weight is not negative")
 		}
+		c.destination(dp+".destination", d.GetDestination())
 		if dst.Subset != "" && c.opts.SubsetDefined != nil && !c.opts.SubsetDefined(host, dst.Subset) {
 			c.status.RefuseAt(dp+".destination.subset", fmt.Sprintf("no DestinationRule for %s defines subset %q", host, dst.Subset))
 		}
@@ -316,7 +333,7 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 			c.status.IgnoreGRPC(dp+".headers", whyNoHeaderOps)
 			dst.Headers = convertHeaders(h)
 		}
-		total += dst.Weight
+		total += int64(dst.Weight)
 		out.Route = append(out.Route, dst)
 	}
 	switch {
