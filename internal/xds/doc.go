@@ -144,4 +144,19 @@
 // moment the change reached meshpilot) to the send callback and, through
 // the nonce, to the ACK; an Observer is told both durations, which is how
 // convergence is measured without Prometheus in this package.
+//
+// # Who may ask
+//
+// With Options.RequireIdentity (meshpilot serve --xds-client-ca) a client
+// is served only as a node its verified client certificate entitles it
+// to be (identity.go): the certificate's SPIFFE ID
+// spiffe://<trust domain>/ns/<namespace>/sa/<service account>, in the
+// mesh's trust domain or an alias, must name the namespace the node
+// claims (NAMESPACE, else the node id: the namespace the generators then
+// serve), and the service account when the node names one, as istiod's
+// identity check does. Otherwise its stream ends with PermissionDenied,
+// or its REST request with 403, at the first request that names such a
+// node; the refusal is logged once per client per interval. What a
+// client entitled to a namespace sees is what visibility.go lets that
+// namespace see.
 package xds
