@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -209,6 +211,29 @@ func TestXDSCertificateRotates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestXDSCertificateReadAgainWithoutEvents: files behind symlinks to
+// another folder change without an event in the folder meshpilot
+// watches; the periodic re-read serves them all the same.
+func TestXDSCertificateReadAgainWithoutEvents(t *testing.T) {
+	ca := testpki.New(t)
+	first, second := ca.IssuePEM(t, serverLeaf), ca.IssuePEM(t, serverLeaf)
+	target := testpki.NewInPlace(t)
+	target.Update(t, map[string][]byte{"tls.crt": first.CertPEM, "tls.key": first.KeyPEM})
+	links := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.Symlink(target.Path(name), filepath.Join(links, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := model.NewStore()
+	echo(store, "10.1.0.1")
+	s := runTLS(t, store, server.Options{XDSCert: filepath.Join(links, "tls.crt"), XDSKey: filepath.Join(links, "tls.key"),
+		TLSReloadInterval: 200 * time.Millisecond}, testutil.NewLines())
+	awaitServed(t, s.XDSAddr(), ca.Pool(), first.Cert.SerialNumber)
+	target.Update(t, map[string][]byte{"tls.crt": second.CertPEM, "tls.key": second.KeyPEM})
+	awaitServed(t, s.XDSAddr(), ca.Pool(), second.Cert.SerialNumber)
 }
 
 // TestXDSClientCARotates: after the client CA rotates, clients of the new

@@ -89,6 +89,10 @@ type Options struct {
 	// every DefaultTLSReloadInterval): new connections get the new
 	// certificate and CA, open ones go on.
 	XDSCert, XDSKey, XDSClientCA string
+	// TLSReloadInterval is how often those files are read again without
+	// an event of their folders (a file behind a symlink to another
+	// folder changes without one); DefaultTLSReloadInterval when zero.
+	TLSReloadInterval time.Duration
 	// Mesh follows the mesh-wide settings (MeshConfig); Istio's defaults
 	// when nil. Run runs it; a change is pushed as the keys of the parts
 	// that changed (model.MeshKeys).
@@ -231,7 +235,8 @@ func New(opts Options) (*Server, error) {
 		}))
 	}
 	if opts.XDSCert != "" || opts.XDSKey != "" || opts.XDSClientCA != "" {
-		s.tls, err = loadTLSFiles(tlsFilesOptions{Cert: opts.XDSCert, Key: opts.XDSKey, ClientCA: opts.XDSClientCA, Log: opts.Logger})
+		s.tls, err = loadTLSFiles(tlsFilesOptions{Cert: opts.XDSCert, Key: opts.XDSKey, ClientCA: opts.XDSClientCA,
+			Interval: opts.TLSReloadInterval, Log: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
