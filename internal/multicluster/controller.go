@@ -454,4 +454,19 @@ func (c *Controller) remove(cl *cluster) {
 	}
 	delete(c.clusters, cl.id)
 	c.mu.Unlock()
+	c.requeueClaimants(cl.id, cl.secret)
+}
+
+// requeueClaimants queues the other Secrets that name cluster id: one was
+// refused while the Secret that held it served it, and may take it now.
+func (c *Controller) requeueClaimants(id, holder string) {
+	secrets, err := c.lister.Secrets(c.opts.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, s := range secrets {
+		if _, ok := s.Data[id]; ok && s.Name != holder {
+			c.queue.Add(s.Name)
+		}
+	}
 }

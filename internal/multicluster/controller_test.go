@@ -371,3 +371,19 @@ func TestNextState(t *testing.T) {
 		}
 	}
 }
+
+func TestReleasedClusterGoesToTheSecretRefusedIt(t *testing.T) {
+	h := start(t, remoteSecret("remote-a", map[string][]byte{"b": kubeconfigFor("https://b.example")}))
+	h.rec.waitFor(t, "add cluster/b https://b.example")
+	if _, err := h.client.CoreV1().Secrets(ns).Create(context.Background(),
+		remoteSecret("remote-z", map[string][]byte{"b": kubeconfigFor("https://other.example")}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitLog(t, "another secret", "secret=meshpilot-system/remote-z", "served_from=meshpilot-system/remote-a")
+	// The holder goes: the Secret refused before takes the cluster
+	// without a change of its own.
+	if err := h.client.CoreV1().Secrets(ns).Delete(context.Background(), "remote-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.rec.waitFor(t, "add cluster/b https://b.example", "remove cluster/b", "add cluster/b https://other.example")
+}

@@ -10,7 +10,9 @@
 // bounded by Options.SyncTimeout: the old one stays otherwise), a removed
 // key or Secret removes it. A kubeconfig that does not parse, a cluster
 // ID equal to the local one and a cluster ID already held by another
-// Secret are logged and change nothing.
+// Secret are logged and change nothing; a cluster ID goes to the first
+// Secret the worker sees naming it, and once that Secret
+// lets it go, to another Secret naming it.
 //
 // What a remote registry watches is serve's scope (Options.Scope), unless
 // its Secret's annotations meshpilot.io/namespaces and
