@@ -14,7 +14,7 @@ const (
 	plotHeight  = 440
 	plotLeft    = 64  // room for the y tick labels and title
 	plotRight   = 150 // room for the legend
-	plotTop     = 48  // room for the title
+	plotTop     = 64  // room for the title and the figures under it
 	plotBottom  = 56  // room for the x tick labels and title
 	plotLeadInS = 15  // seconds shown before the restart
 )
@@ -55,12 +55,19 @@ func (res *ReplicasResult) WritePlot(w io.Writer) error {
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotWidth, plotHeight)
 	title := fmt.Sprintf("Clients per replica after %s restarts (%d clients, %d replicas, --balance)", res.Restarted, res.Clients, len(res.Replicas))
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="15" font-weight="bold">%s</text>`+"\n", plotLeft, html.EscapeString(title))
+	sub := "not balanced"
+	if res.Balanced {
+		sub = fmt.Sprintf("balanced %.0f s after it was ready", res.BalancedAfterS)
+	}
+	sub += fmt.Sprintf("; %d streams shed; %d clients needed a second reconnect to get their configuration back",
+		res.Shed, res.Lives.Violations)
+	fmt.Fprintf(&b, `<text x="%d" y="44" fill="#444">%s</text>`+"\n", plotLeft, html.EscapeString(sub))
 
 	// The band, then the grid and axes, then the marks and the lines on top.
 	lo, hi := res.FairShare*(1-res.Tolerance), res.FairShare*(1+res.Tolerance)
-	fmt.Fprintf(&b, `<rect class="band" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2ca02c" fill-opacity="0.15"/>`+"\n",
+	fmt.Fprintf(&b, `<rect class="band" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#888" fill-opacity="0.18"/>`+"\n",
 		px(x0), py(hi), pw, py(lo)-py(hi))
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#2ca02c" stroke-dasharray="6 4"/>`+"\n",
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#666" stroke-dasharray="6 4"/>`+"\n",
 		px(x0), py(res.FairShare), px(x1), py(res.FairShare))
 	for y := 0.0; y <= ymax+1e-9; y += yStep {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", px(x0), py(y), px(x1), py(y))
@@ -75,12 +82,16 @@ func (res *ReplicasResult) WritePlot(w io.Writer) error {
 		plotLeft+pw/2, plotHeight-14, html.EscapeString(res.Restarted))
 	fmt.Fprintf(&b, `<text transform="translate(16 %.1f) rotate(-90)" text-anchor="middle">xDS clients</text>`+"\n", plotTop+ph/2)
 
+	// Labels of marks one under the other, since stop and ready are
+	// often seconds apart.
+	marks := 0
 	mark := func(s float64, label string) {
 		if s < x0 || s > x1 {
 			return
 		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#777" stroke-dasharray="3 3"/>`+"\n", px(s), py(ymax), px(s), py(0))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">%s</text>`+"\n", px(s)+3, py(ymax)+12, html.EscapeString(label))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">%s</text>`+"\n", px(s)+3, py(ymax)+12+14*float64(marks), html.EscapeString(label))
+		marks++
 	}
 	mark(0, "stop")
 	mark(res.ReadyS, "ready")
@@ -112,7 +123,7 @@ func (res *ReplicasResult) WritePlot(w io.Writer) error {
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", plotWidth-plotRight+46, ly+4, html.EscapeString(name))
 	}
 	ly := plotTop + 10 + 20*len(res.Replicas)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="24" height="10" fill="#2ca02c" fill-opacity="0.15"/>`+"\n", plotWidth-plotRight+16, ly-5)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="24" height="10" fill="#888" fill-opacity="0.18"/>`+"\n", plotWidth-plotRight+16, ly-5)
 	fmt.Fprintf(&b, `<text x="%d" y="%d">fair share ±%g %%</text>`+"\n", plotWidth-plotRight+46, ly+4, res.Tolerance*100)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
@@ -136,6 +147,9 @@ func niceStep(span float64) float64 {
 }
 
 func tickLabel(v float64) string {
+	if v == 0 {
+		return "0" // not "-0"
+	}
 	if v == math.Trunc(v) {
 		return fmt.Sprintf("%.0f", v)
 	}
