@@ -13,8 +13,8 @@
 //	xds_refused_streams_total{reason}      new xDS streams refused at once: reason "not_ready"
 //	                                       (model not synced yet, or draining) or "max_clients"
 //	                                       (the replica serves --max-clients streams)
-//	xds_shed_streams_total                 xDS streams closed (Unavailable) because the replica
-//	                                       held more than its share of clients (--balance)
+//	xds_shed_streams_total                 xDS streams ended (Unavailable) by closing their client's
+//	                                       connection to balance the replicas (--balance)
 //	xds_permission_denied_total            xDS streams and REST requests refused because the client
 //	                                       certificate's SPIFFE ID does not entitle it to its node
 //	xds_certificate_expiry_timestamp_seconds{subject,serial}  when the certificate the xDS
@@ -268,7 +268,7 @@ type RefusedStreams func() (notReady, maxClients uint64)
 func (m *Metrics) WatchShedStreams(count func() uint64) {
 	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "xds", Name: "shed_streams_total",
-		Help: "xDS streams closed with Unavailable because this replica held more than its fair share of clients (--balance), so that their clients reconnect to other replicas.",
+		Help: "xDS streams ended with Unavailable because this replica closed their client's connection to balance the replicas (--balance): it held more than its fair share of clients, or more than the share while a peer held too few; the clients reconnect through the Service.",
 	}, func() float64 { return float64(count()) }))
 }
 
