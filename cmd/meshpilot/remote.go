@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
@@ -43,6 +44,7 @@ func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f ser
 		Scope:                  multicluster.Scope{Namespaces: f.namespaces, DiscoverySelectors: f.discoverySelectors},
 		MeshDiscoverySelectors: mesh.DiscoverySelectors(),
 		NewRegistry: func(clusterID string, cfg *rest.Config, scope multicluster.Scope) (multicluster.Registry, error) {
+			cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: log.With("cluster", clusterID)})
 			remote, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)

@@ -191,6 +191,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err := kubeclient.Check(ctx, cfg); err != nil {
 		return err
 	}
+	cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: log}) // every client of cfg waits out an outage together
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a Kubernetes client from %s: %w", source, err)
