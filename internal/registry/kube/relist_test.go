@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -124,7 +126,8 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	proxy := newCutProxy(t, u.Host)
 	cfg := rest.CopyConfig(env2.Config)
 	cfg.Host = "https://" + proxy.lis.Addr().String()
-	client, err := kubernetes.NewForConfig(cfg)
+	// As serve builds its clients: requests wait out the cut.
+	client, err := kubernetes.NewForConfig(kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: slog.New(slog.DiscardHandler)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +153,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	settledEvents(t, rec, ns)
 
 	proxy.Cut()
+	cutAt := time.Now()
 	// What the informer saw last may be newer than the last object (a
 	// bookmark): its watch expires only when compaction passes that.
 	seenRV := c.scopes[ns].services.LastSyncResourceVersion()
@@ -186,6 +190,7 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	})
 	before := serviceUpdates.Load()
 	proxy.Restore()
+	restored := time.Now()
 
 	host := func(name string) model.Hostname { return model.ServiceHostname(name, ns, model.DefaultDomainSuffix) }
 	testenv.Eventually(t, "the API's state after the relist", func() (bool, string) {
@@ -194,6 +199,8 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 			c.GetService(host("steady")) != nil && ch != nil && len(ch.Ports) == 2
 		return ok, "model not caught up"
 	})
+	t.Logf("recovery: the model matched the API %.2fs after the connection came back (cut for %.1fs)",
+		time.Since(restored).Seconds(), restored.Sub(cutAt).Seconds())
 	// A relist replays every object as an update; a resumed watch would
 	// have given one update (for "changed") alone.
 	testenv.Eventually(t, "a relist", func() (bool, string) {
