@@ -240,7 +240,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	besides = append(besides, audits)
-	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, auditor.Audit, clusters, besides...)
+	return serveRegistry(ctx, log, aggregate.Source{Name: aggregate.LocalSource, Controller: reg}, mesh, istio, f, m, kubeclient.NoWaitFunc(auditor.Audit), clusters, besides...)
 }
 
 // serveRegistry serves the registry of source with the mesh settings of

@@ -58,6 +58,11 @@ func (g *gate) wait(ctx context.Context) error {
 		g.mu.Unlock()
 		return nil
 	}
+	if noWait(ctx) {
+		since, cause := g.since, g.cause
+		g.mu.Unlock()
+		return g.unreachableSince(since, cause)
+	}
 	opened := g.opened
 	g.waiters++
 	if g.stopProber == nil {
@@ -73,9 +78,12 @@ func (g *gate) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		since, cause := g.leave()
-		return fmt.Errorf("the API server at %s has been unreachable since %s (%v): %w",
-			g.host, since.Format(time.TimeOnly), cause, ctx.Err())
+		return fmt.Errorf("%w: %w", g.unreachableSince(since, cause), ctx.Err())
 	}
+}
+
+func (g *gate) unreachableSince(since time.Time, cause error) error {
+	return fmt.Errorf("the API server at %s has been unreachable since %s (%v)", g.host, since.Format(time.TimeOnly), cause)
 }
 
 // leave ends a wait and returns when the outage began and its cause.
@@ -169,6 +177,23 @@ func stillDown(err error) bool {
 	return unreachable(err) || errors.As(err, &nr)
 }
 
+// noWaitKey marks a context made by NoWait.
+type noWaitKey struct{}
+
+// NoWait returns ctx marked so that requests made with it, through a
+// configuration from WithOutageGate, never wait out an outage: while the
+// API server is unreachable they fail at once, saying since when. For
+// answers a person is waiting for (an audit on demand), where
+// "unreachable" now is worth more than an answer later.
+func NoWait(ctx context.Context) context.Context { return context.WithValue(ctx, noWaitKey{}, true) }
+
+// NoWaitFunc returns f calling with its context marked by NoWait.
+func NoWaitFunc[T any](f func(context.Context) (T, error)) func(context.Context) (T, error) {
+	return func(ctx context.Context) (T, error) { return f(NoWait(ctx)) }
+}
+
+func noWait(ctx context.Context) bool { return ctx.Value(noWaitKey{}) != nil }
+
 // gatedTransport sends requests through the gate.
 type gatedTransport struct {
 	gate *gate
@@ -179,7 +204,8 @@ type gatedTransport struct {
 // server turns out unreachable. A GET or HEAD (without a body) that failed
 // so is sent again once the gate opens: it changes nothing on the server,
 // whether or not it reached it. Other requests return their error (their
-// callers retry, and their next attempt waits in the gate).
+// callers retry, and their next attempt waits in the gate), as does any
+// request made with NoWait.
 func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		if err := t.gate.wait(req.Context()); err != nil {
@@ -193,7 +219,7 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		t.gate.fail(err)
-		if !resendable(req) {
+		if !resendable(req) || noWait(req.Context()) {
 			return nil, err
 		}
 	}

@@ -328,6 +328,41 @@ func TestGateDeadline(t *testing.T) {
 	}
 }
 
+// TestGateNoWait: a request made with NoWait, even a GET, fails at once
+// while the API server is unreachable, saying since when, and is not sent;
+// once the gate opens it goes through.
+func TestGateNoWait(t *testing.T) {
+	rt, p := closedGate(t)
+	base := rt.base.(*fakeBase)
+	_, err := NoWaitFunc(func(ctx context.Context) (*http.Response, error) {
+		return rt.RoundTrip(request(t, ctx, http.MethodGet))
+	})(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "unreachable since") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("NoWait GET with the gate closed: error %v, want one saying since when and why", err)
+	}
+	if n := base.count(); n != 1 {
+		t.Fatalf("base saw %d requests, want only the POST that closed the gate", n)
+	}
+	// Nobody waits: no prober runs.
+	if rt.gate.stopProber != nil {
+		t.Fatal("a prober runs for a request that did not wait")
+	}
+
+	p.ready.Store(true)
+	rt.gate.open()
+	if _, err := rt.RoundTrip(request(t, NoWait(t.Context()), http.MethodGet)); err != nil {
+		t.Fatalf("NoWait GET with the gate open: %v", err)
+	}
+
+	// A NoWait GET that finds the API server down is not sent again.
+	base.mu.Lock()
+	base.script = []error{errRefused}
+	base.mu.Unlock()
+	if _, err := rt.RoundTrip(request(t, NoWait(t.Context()), http.MethodGet)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("NoWait GET to a down API server: error %v, want connection refused", err)
+	}
+}
+
 // TestGateProbeRefusedByTLSOpens: a probe that fails other than by
 // unreachability or unreadiness opens the gate, so that requests fail
 // with the real error rather than wait for ever.
