@@ -3,10 +3,12 @@ package xds
 import (
 	"context"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -202,14 +204,15 @@ type clientTracker struct {
 	clients map[streamKey]*ClientInfo
 	// deltaSent holds what the server built into a delta response until
 	// the send callback, which gets only the response message, takes it.
-	deltaSent map[*discovery.DeltaDiscoveryResponse]*sentResponse
+	// It holds the response weakly (deltaBuilt).
+	deltaSent map[weak.Pointer[discovery.DeltaDiscoveryResponse]]*sentResponse
 }
 
 func newClientTracker(o Observer) *clientTracker {
 	return &clientTracker{
 		observer:  o,
 		clients:   map[streamKey]*ClientInfo{},
-		deltaSent: map[*discovery.DeltaDiscoveryResponse]*sentResponse{},
+		deltaSent: map[weak.Pointer[discovery.DeltaDiscoveryResponse]]*sentResponse{},
 	}
 }
 
@@ -379,27 +382,29 @@ func (c *clientTracker) sotwSent(ctx context.Context, id int64, out *discovery.D
 }
 
 // deltaBuilt remembers what a delta response carries until it is sent.
+// A response whose stream closes before it is sent is never taken: its
+// entry goes once the response is garbage, so that streams that come
+// and go leave nothing behind, however fast.
 func (c *clientTracker) deltaBuilt(out *discovery.DeltaDiscoveryResponse, change time.Time, holds []*anypb.Any) {
-	now := time.Now()
+	k := weak.Make(out)
 	c.mu.Lock()
-	if len(c.deltaSent) >= 1024 {
-		// Responses whose stream closed before they were sent are never
-		// taken: forget those older than a minute.
-		for k, r := range c.deltaSent {
-			if now.Sub(r.Time) > time.Minute {
-				delete(c.deltaSent, k)
-			}
-		}
-	}
-	c.deltaSent[out] = &sentResponse{Sent: Sent{Time: now}, change: change, resources: holds}
+	c.deltaSent[k] = &sentResponse{Sent: Sent{Time: time.Now()}, change: change, resources: holds}
+	c.mu.Unlock()
+	runtime.AddCleanup(out, c.forgetDelta, k)
+}
+
+func (c *clientTracker) forgetDelta(k weak.Pointer[discovery.DeltaDiscoveryResponse]) {
+	c.mu.Lock()
+	delete(c.deltaSent, k)
 	c.mu.Unlock()
 }
 
 // deltaSentFunc is the delta send callback.
 func (c *clientTracker) deltaSentFunc(id int64, out *discovery.DeltaDiscoveryResponse) {
+	k := weak.Make(out)
 	c.mu.Lock()
-	r := c.deltaSent[out]
-	delete(c.deltaSent, out)
+	r := c.deltaSent[k]
+	delete(c.deltaSent, k)
 	c.mu.Unlock()
 	if r == nil {
 		r = &sentResponse{}

@@ -133,6 +133,24 @@
 // is not resent until its content changes, and a closed stream leaves
 // nothing behind.
 //
+// # Hostile clients
+//
+// A client gets a bounded share of the server, whatever it sends or
+// fails to read. gRPC refuses a request longer than MaxRequestBytes
+// (ResourceExhausted) before it is parsed; one with more resource names
+// than Options.MaxRequestNames (a delta request's two lists together,
+// and a delta stream's subscription of a type) or a node larger than
+// Options.MaxNodeBytes ends its stream with InvalidArgument, over REST
+// 400 (limits.go), logged once per client and interval (clientlog.go).
+// A response that cannot be written within Options.StreamSendTimeout
+// (flow control exhausted: the client does not read) ends its stream
+// with DeadlineExceeded (sendtimeout.go); until then the client holds at
+// most one response per type, since a watch answers once and the next
+// waits for the client's next request, and other clients' pushes never
+// wait for it. A closed stream leaves no goroutine, client state or
+// watch behind, nor the delta responses built for it and never sent,
+// which the tracker holds weakly.
+//
 // # Client state
 //
 // For operators (/debug/syncz, `meshpilot status`) the server keeps, per

@@ -27,9 +27,11 @@ func bigEndpoints(port uint32, n int) []*model.Endpoint {
 	return endpoints(port, model.Healthy, addrs...)
 }
 
-// TestStreamSendTimeout: a client that subscribes and never reads, on
-// a connection with the smallest flow-control windows gRPC allows,
-// stalls the server's second send to it. Meanwhile another client gets
+// TestStreamSendTimeout: a client that subscribes to two types and
+// never reads, on a connection with the smallest flow-control windows
+// gRPC allows, stalls the server's second send to it: each response is
+// larger than the window and gRPC's write quota together, whichever
+// goes first. Meanwhile another client gets
 // every push, the stuck stream is sent nothing more however often its
 // resources change (the server holds at most one response per type for
 // it, never a queue of pushes), and once the send has waited
@@ -44,6 +46,11 @@ func TestStreamSendTimeout(t *testing.T) {
 			t.Parallel()
 			st := baseStore()
 			st.Update(service("big", "default", 9080), bigEndpoints(9080, 10_000))
+			// Clusters enough for a wildcard CDS response of a few hundred
+			// KiB.
+			for i := range 2000 {
+				st.Update(service(fmt.Sprint("filler-", i), "default", 9080), nil)
+			}
 			ts := startServer(t, st, func(o *Options) { o.StreamSendTimeout = timeout })
 
 			// Windows below 64 KiB are ignored by grpc-go: this is the
@@ -51,11 +58,12 @@ func TestStreamSendTimeout(t *testing.T) {
 			stuckCC := dial(t, ts.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 			stuck := xdstest.Connect(t, stuckCC, xdstest.Options{Node: envoyNode("stuck"), Delta: delta, Paused: true, Wait: wait})
 			stuck.Subscribe(EndpointType, big)
-			stuck.Subscribe(ClusterType, big)
+			stuck.Subscribe(ClusterType) // every cluster
 			var stuckInfo ClientInfo
-			testenv.Eventually(t, "the stuck client's cluster response under way", func() (bool, string) {
+			testenv.Eventually(t, "the stuck client's two responses under way", func() (bool, string) {
 				for _, ci := range ts.Clients() {
-					if ci.NodeID == "stuck" && ci.Types["CDS"] != nil && ci.Types["CDS"].LastSent != nil {
+					if ci.NodeID == "stuck" && ci.Types["CDS"] != nil && ci.Types["CDS"].LastSent != nil &&
+						ci.Types["EDS"] != nil && ci.Types["EDS"].LastSent != nil {
 						stuckInfo = ci
 						return true, ""
 					}
@@ -88,10 +96,11 @@ func TestStreamSendTimeout(t *testing.T) {
 				return true, ""
 			})
 			logs := ts.logs.String()
-			want := fmt.Sprintf(`closing a stream whose client does not read: a response could not be sent within --stream-send-timeout" client=stuck stream=%s type=CDS waited=%v`,
-				streamKey{stuckInfo.Stream, delta}.name(), timeout)
-			if !strings.Contains(logs, want) {
-				t.Fatalf("no line %q in the log:\n%s", want, logs)
+			// The type is the response sent second, whichever it was.
+			want := fmt.Sprintf(`closing a stream whose client does not read: a response could not be sent within --stream-send-timeout" client=stuck stream=%s type=`,
+				streamKey{stuckInfo.Stream, delta}.name())
+			if !strings.Contains(logs, want+"CDS waited="+timeout.String()) && !strings.Contains(logs, want+"EDS waited="+timeout.String()) {
+				t.Fatalf("no line %q(CDS|EDS) waited=%v in the log:\n%s", want, timeout, logs)
 			}
 			if n := ts.SendTimeouts(); n != 1 {
 				t.Fatalf("%d streams ended by the send timeout, want 1", n)
