@@ -70,12 +70,15 @@ LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
             holds its fair share within the tolerance, the streams shed,
             and per client its reconnects and its longest time without
             its whole configuration (--plot draws it)
+  soak      with --soak, churn for that long and the slopes of meshpilot's
+            RSS, heap, goroutines and open streams, and misses
 
 Run it from the meshpilot repository (it builds cmd/meshpilot and
 kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		Example: `  meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false
   meshbench --services 1000 --endpoints 10 --clients 500 --json result.json
-  meshbench --replicas 3 --clients 300 --changes 0 --plot replica-balance.svg`,
+  meshbench --replicas 3 --clients 300 --changes 0 --plot replica-balance.svg
+  meshbench --soak 30m --json soak.json`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -98,6 +101,14 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 			}
 			if err := finishReplicas(res, plotPath); err != nil {
 				return err
+			}
+			if s := res.Soak; s != nil {
+				if err := writePlot(plotPath, s.WritePlot); err != nil {
+					return err
+				}
+			}
+			if s := res.Soak; s != nil && !s.Pass {
+				return fmt.Errorf("the soak failed: %d of %d changes missed, or RSS, goroutines or streams grew by %g %% or more per 10 minutes", s.MissedChanges, s.Changes, bench.SoakLimitPct)
 			}
 			if res.Churn != nil && res.Churn.Misses > 0 {
 				return fmt.Errorf("%d of %d (client, change) pairs missed", res.Churn.Misses, res.Churn.Pairs)
@@ -126,6 +137,8 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between convergence and churn, so that churn starts after meshpilot's push of its initial sync")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "API writes in flight while writing the workload")
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random choice of services")
+	f.DurationVar(&cfg.Soak, "soak", 0, "instead of --changes, churn for this long after convergence (endpoints replaced at --rate, two clients restarting every half --soak-sample, a service created and one deleted every three) and report the trend of meshpilot's RSS, heap, goroutines and open streams and the changes missed; fails on a miss or a slope of 1 %/10 min or more")
+	f.DurationVar(&cfg.SoakSample, "soak-sample", cfg.SoakSample, "how often a soak samples meshpilot")
 	f.BoolVar(&cfg.TrafficRules, "traffic-rules", false, "install Istio's CRDs and give every service a DestinationRule with subsets v1 and v2 and a VirtualService splitting its traffic 80/20 between them; churn then also changes route weights (as many changes as --changes, at --rate) and reports the time to every subscribed client holding the new route")
 	return cmd
 }

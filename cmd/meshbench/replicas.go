@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -20,7 +21,7 @@ func addReplicaFlags(f *pflag.FlagSet, c *bench.ReplicasConfig, plot *string) {
 	f.DurationVar(&c.MinAge, "shed-min-age", c.MinAge, "with --replicas: each replica's --shed-min-age; the restart waits this long after every client is complete, so that every connection may be shed")
 	f.DurationVar(&c.Within, "balance-within", c.Within, "with --replicas: the longest the replicas may take to balance once the restarted one is ready; the run fails beyond it")
 	f.DurationVar(&c.Observe, "observe", c.Observe, "with --replicas: how long to go on recording once balanced")
-	f.StringVar(plot, "plot", "", "with --replicas: write an SVG plot of clients per replica around the restart to this file")
+	f.StringVar(plot, "plot", "", "with --replicas: write an SVG plot of clients per replica around the restart to this file; with --soak: of meshpilot's memory, goroutines and open streams over the soak")
 }
 
 // finishReplicas writes the plot and fails a replica run that did not
@@ -31,14 +32,8 @@ func finishReplicas(res *bench.Result, plot string) error {
 	if r == nil {
 		return nil
 	}
-	if plot != "" {
-		var b bytes.Buffer
-		if err := r.WritePlot(&b); err != nil {
-			return err
-		}
-		if err := os.WriteFile(plot, b.Bytes(), 0o644); err != nil {
-			return err
-		}
+	if err := writePlot(plot, r.WritePlot); err != nil {
+		return err
 	}
 	switch {
 	case !r.Balanced:
@@ -48,4 +43,16 @@ func finishReplicas(res *bench.Result, plot string) error {
 			r.Lives.Violations, r.Lives.IncompleteAtEnd)
 	}
 	return nil
+}
+
+// writePlot writes a plot to the file path, unless path is empty.
+func writePlot(path string, write func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }

@@ -32,8 +32,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -62,8 +60,14 @@ type Config struct {
 	// Settle is the pause between convergence and churn, and between
 	// churn and route churn.
 	Settle time.Duration `json:"settle_ns"`
-	// Timeout bounds the whole run.
+	// Timeout bounds the whole run, not counting Soak.
 	Timeout time.Duration `json:"timeout_ns"`
+	// Soak, when positive, replaces churn: after convergence, endpoints,
+	// clients and services change for this long at Rate while meshpilot's
+	// memory, goroutines and streams are sampled every SoakSample
+	// (soak.go).
+	Soak       time.Duration `json:"soak_ns,omitempty"`
+	SoakSample time.Duration `json:"soak_sample_ns,omitempty"`
 	// Seed makes the choice of services reproducible.
 	Seed uint64 `json:"seed"`
 	// Meshpilot is the binary to run; empty builds cmd/meshpilot.
@@ -114,6 +118,7 @@ func Defaults() Config {
 		Nodes: 6, Concurrency: 32,
 		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
 		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(),
+		SoakSample: 10 * time.Second,
 	}
 }
 
@@ -155,6 +160,12 @@ func (c *Config) validate() error {
 	} else if c.Clusters > 1 && c.Services*c.Endpoints+c.Changes >= 1<<clusterAddrBits {
 		errs = append(errs, fmt.Errorf("with several clusters, services x endpoints + changes must stay below %d (each cluster's address range)", 1<<clusterAddrBits))
 	}
+	if c.Soak < 0 || (c.Soak > 0 && (c.Rate <= 0 || c.SoakSample <= 0 || c.SoakSample > c.Soak)) {
+		errs = append(errs, errors.New("a soak needs a positive rate and a sample interval no longer than itself"))
+	}
+	if c.Soak > 0 && c.Replicas.Count > 1 {
+		errs = append(errs, errors.New("a soak runs one replica"))
+	}
 	if c.Prefix == "" {
 		errs = append(errs, errors.New("prefix must not be empty"))
 	}
@@ -167,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, fmt.Errorf("the run took longer than --timeout %s", cfg.Timeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout+cfg.Soak, fmt.Errorf("the run took longer than --timeout %s (plus --soak)", cfg.Timeout))
 	defer cancel()
 	logw := cfg.Log
 	if logw == nil {
@@ -353,22 +364,27 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	tr.byService = byService
 	clientCtx, stopClients := context.WithCancel(ctx)
-	var clientsWG sync.WaitGroup
 	clientErrs := make(chan error, cfg.Clients)
+	clients := newFleet(clientCtx, xdsAddr, cfg.Clients, clientErrs)
 	defer func() {
 		stopClients()
-		clientsWG.Wait()
+		clients.wait()
 	}()
 	stats := &clientStats{}
 	logf("opening %d ADS streams, %d services each", cfg.Clients, cfg.PerClient)
-	clients := make([]*adsClient, cfg.Clients)
-	for c := range cfg.Clients {
+	// newClient is client c as it starts, and restarts in a soak.
+	newClient := func(c int) *adsClient {
 		var names []string
 		for _, s := range subs[c] {
 			names = append(names, w.services[s].listenerName())
 		}
-		clients[c] = newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
-		clients[c].wantEndpoints = cfg.Clusters * cfg.Endpoints
+		cl := newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
+		cl.wantEndpoints = cfg.Clusters * cfg.Endpoints
+		return cl
+	}
+	first := make([]*adsClient, cfg.Clients)
+	for c := range cfg.Clients {
+		first[c] = newClient(c)
 	}
 	// Convergence takes well under a second up to about a thousand
 	// clients: a 2 s profile covers it.
@@ -377,19 +393,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		time.Sleep(100 * time.Millisecond) // let the profile start
 	}
 	convStart := time.Now()
-	for _, cl := range clients {
-		cc, err := grpc.NewClient("passthrough:///"+xdsAddr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-		if err != nil {
+	for _, cl := range first {
+		if err := clients.start(cl); err != nil {
 			return nil, err
 		}
-		clientsWG.Go(func() {
-			defer cc.Close()
-			if err := cl.run(clientCtx, cc); err != nil {
-				clientErrs <- err
-			}
-		})
 	}
 	convTimeout := time.NewTimer(max(cfg.MissTimeout, 30*time.Second+time.Duration(cfg.Clients)*20*time.Millisecond))
 	defer convTimeout.Stop()
@@ -402,7 +409,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	res.Convergence = tr.convergence(clients, convStart)
+	res.Convergence = tr.convergence(first, convStart)
 	res.snapshot(proc, "converged")
 	waitConvProfile()
 	prof.fetch(ctx, "heap?gc=1", "heap-converged.pb.gz")
@@ -412,14 +419,33 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 
-	// Churn.
-	if cfg.Changes > 0 {
-		var subscribed []int
-		for s, cs := range byService {
-			if len(cs) > 0 {
-				subscribed = append(subscribed, s)
-			}
+	if cfg.Soak > 0 {
+		// meshpilot debounces the events of its initial sync like any
+		// burst; the soak starts after that push, as churn does.
+		select {
+		case <-time.After(cfg.Settle):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
 		}
+		res.snapshot(proc, "settled")
+		soak, err := runSoak(ctx, soakRun{
+			churnRun:   churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribedServices(byService), cfg: &cfg, clientErrs: clientErrs},
+			proc:       proc,
+			metricsURL: "http://" + httpAddr + "/metrics",
+			clients:    clients,
+			newClient:  newClient,
+			logf:       logf,
+		})
+		if err != nil {
+			return nil, err
+		}
+		res.Soak = soak
+		res.snapshot(proc, "soak")
+	}
+
+	// Churn.
+	if cfg.Changes > 0 && cfg.Soak == 0 {
+		subscribed := subscribedServices(byService)
 		// meshpilot debounces the events of its initial sync like any
 		// burst; churn starts after that push, in a steady state.
 		select {

@@ -106,6 +106,9 @@ func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error 
 	// Forget: the client keeps only what it needs, below.
 	stream, err := xdstest.Open(ctx, cc, xdstest.Options{Node: c.node, Paused: true, Forget: true})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while opening
+		}
 		return fmt.Errorf("client %d: %w", c.id, err)
 	}
 	defer stream.Close()

@@ -216,29 +216,59 @@ const endpointsGauge = "meshpilot_registry_endpoints"
 // gauge reads the value of an unlabelled metric from the Prometheus text
 // page at url.
 func gauge(ctx context.Context, client *http.Client, url, name string) (float64, error) {
+	m, err := scrape(ctx, client, url, name)
+	return m[name], err
+}
+
+// scrape reads metrics from the Prometheus text page at url, each the sum
+// of its series (over every label value); a metric missing from the page
+// is an error.
+func scrape(ctx context.Context, client *http.Client, url string, names ...string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s answered %s", url, resp.Status)
+		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
+	out := make(map[string]float64, len(names))
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		line := sc.Text()
+		for _, name := range names {
+			rest, ok := strings.CutPrefix(line, name)
+			if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+				continue
+			}
+			if rest[0] == '{' {
+				i := strings.LastIndexByte(rest, '}')
+				if i < 0 {
+					continue
+				}
+				rest = rest[i+1:]
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", url, name, err)
+			}
+			out[name] += v
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return 0, fmt.Errorf("%s has no %s", url, name)
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("%s has no %s", url, name)
+		}
+	}
+	return out, nil
 }
 
 // ClusterChurn is the share of endpoint churn made in one cluster: its

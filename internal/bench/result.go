@@ -34,6 +34,8 @@ type Result struct {
 	// Replicas (Config.Replicas.Count above 1) is the replica run's
 	// figures; it has no churn and no phases.
 	Replicas *ReplicasResult `json:"replicas,omitempty"`
+	// Soak (Config.Soak) replaces churn.
+	Soak *SoakResult `json:"soak,omitempty"`
 	// Phases are meshpilot's usage after sync, after convergence, after
 	// the settle pause ("settled") and after churn; each phase's CPU time
 	// is its own.
@@ -166,8 +168,13 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // WriteSummary prints a small table of the figures.
 func (r *Result) WriteSummary(out io.Writer) {
 	c := r.Config
-	fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d changes at %g/s\n",
-		c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Changes, c.Rate)
+	if c.Soak > 0 {
+		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; a %s soak at %g changes/s\n",
+			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Soak, c.Rate)
+	} else {
+		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d changes at %g/s\n",
+			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Changes, c.Rate)
+	}
 	if len(c.MeshpilotArgs) > 0 {
 		fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
 	}
@@ -201,6 +208,9 @@ func (r *Result) WriteSummary(out io.Writer) {
 		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 	}
 	tw.Flush()
+	if s := r.Soak; s != nil {
+		s.writeSummary(out)
+	}
 	if ch := r.Churn; ch != nil {
 		fmt.Fprintf(out, "churn: a pair counts when the client holds the new endpoint as HEALTHY; %d of %d (client, change) pairs were seen before the slice write returned (negative from the write returning)\n",
 			ch.BeforeWriteReturned, ch.Pairs)

@@ -152,19 +152,9 @@ func (w *workload) setup(ctx context.Context) error {
 	}
 	return forEach(ctx, len(w.services), w.cfg.Concurrency, func(ctx context.Context, i int) error {
 		svc := w.services[i]
-		slice := &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: svc.name + "-0", Namespace: svc.ns,
-				Labels: map[string]string{discoveryv1.LabelServiceName: svc.name},
-			},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(int32(targetPort))}},
-			Endpoints:   eps[i],
-		}
-		out, err := w.client.DiscoveryV1().EndpointSlices(svc.ns).Create(ctx, slice, metav1.CreateOptions{})
-		w.writes.Add(1)
+		out, err := w.createSlice(ctx, svc, eps[i])
 		if err != nil {
-			return wrap(err, "creating the slice of %s", svc.hostname)
+			return err
 		}
 		svc.slice = out
 		for _, e := range eps[i] {
@@ -172,6 +162,22 @@ func (w *workload) setup(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// createSlice writes the one EndpointSlice of svc with eps.
+func (w *workload) createSlice(ctx context.Context, svc *service, eps []discoveryv1.Endpoint) (*discoveryv1.EndpointSlice, error) {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: svc.name + "-0", Namespace: svc.ns,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.name},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(int32(targetPort))}},
+		Endpoints:   eps,
+	}
+	out, err := w.client.DiscoveryV1().EndpointSlices(svc.ns).Create(ctx, slice, metav1.CreateOptions{})
+	w.writes.Add(1)
+	return out, wrap(err, "creating the slice of %s", svc.hostname)
 }
 
 func (w *workload) createService(ctx context.Context, svc *service) error {
@@ -239,6 +245,15 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 // before is called just before the slice is written; written is when the
 // slice write returned.
 func (w *workload) appendEndpoint(ctx context.Context, svc *service, ep discoveryv1.Endpoint, before func()) (written time.Time, err error) {
+	written, _, err = w.rotateEndpoint(ctx, svc, ep, 0, before)
+	return written, err
+}
+
+// rotateEndpoint adds ep to the slice of svc like appendEndpoint and, when
+// the slice then holds more than keep endpoints (keep > 0), drops its
+// oldest in the same write and returns it: a soak changes endpoints
+// without growing the cluster.
+func (w *workload) rotateEndpoint(ctx context.Context, svc *service, ep discoveryv1.Endpoint, keep int, before func()) (written time.Time, dropped *discoveryv1.Endpoint, err error) {
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
 	before()
@@ -246,20 +261,28 @@ func (w *workload) appendEndpoint(ctx context.Context, svc *service, ep discover
 	for attempt := 0; ; attempt++ {
 		next := svc.slice.DeepCopy()
 		next.Endpoints = append(next.Endpoints, ep)
+		dropped = nil
+		if keep > 0 && len(next.Endpoints) > keep {
+			dropped = &next.Endpoints[0]
+			next.Endpoints = next.Endpoints[1:]
+		}
 		out, err := slices.Update(ctx, next, metav1.UpdateOptions{})
 		w.writes.Add(1)
 		if err == nil {
 			written = time.Now()
 			svc.slice = out
 			svc.addresses = append(svc.addresses, ep.Addresses...)
-			return written, nil
+			if dropped != nil {
+				svc.addresses = svc.addresses[len(dropped.Addresses):]
+			}
+			return written, dropped, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 5 {
-			return time.Time{}, wrap(err, "updating the slice of %s", svc.hostname)
+			return time.Time{}, nil, wrap(err, "updating the slice of %s", svc.hostname)
 		}
 		cur, gerr := slices.Get(ctx, svc.slice.Name, metav1.GetOptions{})
 		if gerr != nil {
-			return time.Time{}, wrap(gerr, "reading the slice of %s", svc.hostname)
+			return time.Time{}, nil, wrap(gerr, "reading the slice of %s", svc.hostname)
 		}
 		svc.slice = cur
 	}
