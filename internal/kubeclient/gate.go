@@ -17,11 +17,16 @@ import (
 // once two minutes have passed since the last reset), and a
 // SharedIndexInformer offers no way to set that backoff. Through an outage
 // of a few seconds it grows, and after the API server's return a reflector
-// may sleep for many seconds more before it lists again. The gate turns an
-// outage into one failure per reflector: once a request finds the API
-// server unreachable, later requests wait in the gate instead of failing,
-// while one prober asks the API server's /readyz at a bounded, jittered
-// interval; when it answers, every waiting request goes ahead at once.
+// may sleep for many seconds more before it lists again (20 s and more
+// after a 15 s outage, measured). The gate keeps the outage from the
+// reflectors: once a request finds the API server unreachable, later
+// requests wait in the gate instead of failing, and a reflector's request
+// (a GET) that met the outage is sent again, while one prober asks the
+// API server's /readyz at a bounded, jittered interval; when it answers,
+// every waiting request goes ahead at once. What remains is the API
+// server's own answer: a restarted one refuses a watch from before the
+// restart as too old (410), which costs a reflector its first backoff
+// step, 0.8-1.6 s, before it lists again.
 //
 // A gate is safe for concurrent use; one serves every client of its API
 // server.
