@@ -63,10 +63,10 @@ type streamGuard struct {
 	once  sync.Once
 	why   *sendTimeout // set before endCh closes
 
-	// mu is held across each Send and ended is set once the method
-	// returns, so that no Send starts after that. A Send under way then
-	// (stuck on flow control) fails as soon as grpc-go ends the stream.
-	mu    sync.Mutex
+	// ended is set before the method returns, so that the handler
+	// starts no Send after that; the one under way then, stuck on flow
+	// control, fails as soon as grpc-go ends the stream. go-control-plane
+	// sends from the handler's goroutine alone.
 	ended atomic.Bool
 }
 
@@ -81,8 +81,6 @@ func (g *streamGuard) end(why *sendTimeout) {
 // send writes a response, ending the stream if that takes longer than
 // the timeout.
 func (g *streamGuard) send(typeURL string, send func() error) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.ended.Load() {
 		return status.Error(codes.Canceled, "meshpilot: the stream has ended")
 	}
@@ -100,11 +98,6 @@ func (g *streamGuard) serve(handler func() error) error {
 		return err
 	case <-g.endCh:
 		g.ended.Store(true)
-		// Wait for no Send: one under way may be stuck until the stream
-		// ends, which returning does.
-		if g.mu.TryLock() {
-			g.mu.Unlock()
-		}
 		g.srv.sendTimedOut(g.key.Load(), g.why)
 		return g.why
 	}
