@@ -15,6 +15,10 @@
 //	                                       (the replica serves --max-clients streams)
 //	xds_shed_streams_total                 xDS streams ended (Unavailable) by closing their client's
 //	                                       connection to balance the replicas (--balance)
+//	xds_refused_requests_total             xDS requests beyond the limits (--max-request-names, the
+//	                                       node's size), which end their stream (REST: 400)
+//	xds_send_timeouts_total                xDS streams ended because a response could not be
+//	                                       written within --stream-send-timeout
 //	xds_permission_denied_total            xDS streams and REST requests refused because the client
 //	                                       certificate's SPIFFE ID does not entitle it to its node
 //	xds_certificate_expiry_timestamp_seconds{subject,serial}  when the certificate the xDS
@@ -262,6 +266,20 @@ func (c *labelledFunc) Collect(ch chan<- prometheus.Metric) {
 // refused because the server was not ready (or draining) and because it
 // served its maximum of clients.
 type RefusedStreams func() (notReady, maxClients uint64)
+
+// WatchHostileClients adds the counters of requests refused for going
+// beyond the limits and of streams ended by the send timeout, read at
+// each scrape. Call it once.
+func (m *Metrics) WatchHostileClients(refusedRequests, sendTimeouts func() uint64) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "refused_requests_total",
+		Help: "xDS requests refused with InvalidArgument (REST: 400) for more resource names than --max-request-names or a node over 64 KiB; each ends its stream, and is logged once per client per 10 minutes.",
+	}, func() float64 { return float64(refusedRequests()) }))
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "xds", Name: "send_timeouts_total",
+		Help: "xDS streams ended with DeadlineExceeded because a response could not be written within --stream-send-timeout: the client does not read its stream.",
+	}, func() float64 { return float64(sendTimeouts()) }))
+}
 
 // WatchShedStreams adds the shed streams counter, read from count at
 // each scrape. Call it once.

@@ -23,6 +23,7 @@ func TestInstancesAreIndependent(t *testing.T) {
 	}
 	a.WatchRefusedStreams(func() (uint64, uint64) { return 4, 9 })
 	a.WatchShedStreams(func() uint64 { return 6 })
+	a.WatchHostileClients(func() uint64 { return 2 }, func() uint64 { return 1 })
 	qa := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "q", MetricsProvider: a.WorkqueueProviderFor("Kubernetes")})
 	defer qa.ShutDown()
@@ -58,6 +59,8 @@ func TestInstancesAreIndependent(t *testing.T) {
 		`meshpilot_xds_refused_streams_total{reason="not_ready"} 4`,
 		`meshpilot_xds_refused_streams_total{reason="max_clients"} 9`,
 		`meshpilot_xds_shed_streams_total 6`,
+		`meshpilot_xds_refused_requests_total 2`,
+		`meshpilot_xds_send_timeouts_total 1`,
 		`meshpilot_registry_services{cluster="Kubernetes"} 3`,
 		`meshpilot_registry_endpoints{cluster="Kubernetes"} 7`,
 		`meshpilot_xds_convergence_sent_seconds_count{type="EDS"} 1`,

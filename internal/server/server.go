@@ -201,6 +201,7 @@ func New(opts Options) (*Server, error) {
 		return r.NotReady, r.MaxClients
 	})
 	s.metrics.WatchShedStreams(s.xds.ShedStreams)
+	s.metrics.WatchHostileClients(s.xds.RefusedRequests, s.xds.SendTimeouts)
 	s.metrics.WatchPermissionDenied(s.xds.PermissionDenied)
 	s.metrics.WatchConfigObjects(opts.ConfigStatus)
 	s.debounce = push.NewDebouncer(opts.Debounce, s.push)
