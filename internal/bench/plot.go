@@ -29,7 +29,7 @@ type plotFigure struct {
 	title string
 	// subtitle, under the title, gives the figures that matter.
 	subtitle string
-	xLabel string // under the last panel
+	xLabel   string // under the last panel
 	// panelHeight of each panel's plotting area; 0 fills a figure of
 	// plotHeight with one panel.
 	panelHeight float64
