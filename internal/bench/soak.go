@@ -315,7 +315,10 @@ func (r *soakRun) replaceEndpoint(ctx context.Context, svc *service, tally *soak
 		return
 	}
 	if dropped != nil && dropped.TargetRef != nil {
-		err := w.client.CoreV1().Pods(svc.ns).Delete(ctx, dropped.TargetRef.Name, metav1.DeleteOptions{})
+		// At once, as the kubelet confirms a deletion: with no kubelet, a
+		// graceful deletion only marks the Pod, which would stay in the
+		// cluster and in meshpilot's caches for ever.
+		err := w.client.CoreV1().Pods(svc.ns).Delete(ctx, dropped.TargetRef.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 		w.writes.Add(1)
 		if err != nil && ctx.Err() == nil {
 			tally.fail(wrap(err, "deleting pod %s/%s", svc.ns, dropped.TargetRef.Name))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestLeastSquaresSlope(t *testing.T) {
@@ -252,6 +254,20 @@ func TestShortSoak(t *testing.T) {
 	if s.Reconnects < 10 || s.ServicesCreated < 3 || s.ServicesDeleted != s.ServicesCreated-1 {
 		t.Errorf("%d client restarts, %d services created, %d deleted: want at least 10 and 3, and all but the last deleted",
 			s.Reconnects, s.ServicesCreated, s.ServicesDeleted)
+	}
+	// Each change replaced an endpoint and deleted its Pod: the cluster
+	// holds as many Pods as at the start, so that any growth is
+	// meshpilot's.
+	pods := 0
+	for i := range cfg.Namespaces {
+		list, err := env.Client.CoreV1().Pods(fmt.Sprintf("%s-%d", cfg.Prefix, i)).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods += len(list.Items)
+	}
+	if want := cfg.Services * cfg.Endpoints; pods != want {
+		t.Errorf("%d Pods after the soak, want %d: replaced endpoints' Pods are left behind", pods, want)
 	}
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)
