@@ -23,10 +23,11 @@ import (
 // requests wait in the gate instead of failing, and a reflector's request
 // (a GET) that met the outage is sent again, while one prober asks the
 // API server's /readyz at a bounded, jittered interval; when it answers,
-// every waiting request goes ahead at once. What remains is the API
-// server's own answer: a restarted one refuses a watch from before the
-// restart as too old (410), which costs a reflector its first backoff
-// step, 0.8-1.6 s, before it lists again.
+// every waiting request goes ahead at once. A watch that would resume
+// from a resourceVersion is answered 410 Expired at once instead (see
+// expired): a restarted API server would refuse it as too old anyway, and
+// the reflector's backoff step before it lists again then elapses during
+// the outage rather than after it.
 //
 // A gate is safe for concurrent use; one serves every client of its API
 // server.
@@ -85,6 +86,17 @@ func (g *gate) wait(ctx context.Context) error {
 		since, cause := g.leave()
 		return fmt.Errorf("%w: %w", g.unreachableSince(since, cause), ctx.Err())
 	}
+}
+
+// downSince returns, while the gate is closed, an error that says since
+// when and why; nil while it is open.
+func (g *gate) downSince() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down {
+		return nil
+	}
+	return g.unreachableSince(g.since, g.cause)
 }
 
 func (g *gate) unreachableSince(since time.Time, cause error) error {
@@ -210,9 +222,14 @@ type gatedTransport struct {
 // so is sent again once the gate opens: it changes nothing on the server,
 // whether or not it reached it. Other requests return their error (their
 // callers retry, and their next attempt waits in the gate), as does any
-// request made with NoWait.
+// request made with NoWait. A watch that would resume from a
+// resourceVersion is answered 410 Expired at once while the gate is closed
+// (see expired).
 func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
+		if why := t.gate.downSince(); why != nil && resumableWatch(req) {
+			return expired(req, why), nil
+		}
 		if err := t.gate.wait(req.Context()); err != nil {
 			if req.Body != nil {
 				req.Body.Close() // RoundTrip always closes the body
@@ -224,6 +241,9 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		t.gate.fail(err)
+		if resumableWatch(req) {
+			return expired(req, t.gate.downSince()), nil
+		}
 		if !resendable(req) || noWait(req.Context()) {
 			return nil, err
 		}

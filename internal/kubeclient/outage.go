@@ -17,9 +17,7 @@ type OutageOptions struct {
 	Logger *slog.Logger
 	// ProbeMin is the first interval between two probes of /readyz in an
 	// outage (default 250 ms); it doubles up to ProbeMax (default 500 ms),
-	// which bounds how long after its return the API server is found: a
-	// reflector then still waits its first backoff step (0.8-1.6 s) before
-	// it lists again after a 410, so the probe's share must stay small.
+	// which bounds how long after its return the API server is found.
 	// Two probes a second, jittered, are nothing to a down or starting
 	// API server (a refused connection, a /readyz answered from memory).
 	ProbeMin, ProbeMax time.Duration

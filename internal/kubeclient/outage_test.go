@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -113,6 +116,17 @@ func TestWithOutageGateAgainstAServer(t *testing.T) {
 	logs.Await(t, "the gate opening", 0, func(l string) bool { return strings.Contains(l, "API server back after") })
 	if n := logs.Len(); n != 2 {
 		t.Fatalf("log = %q, want two lines", logs.String())
+	}
+	// A reflector's watch resumed during an outage gets what client-go
+	// takes for an expired resourceVersion.
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.stop()
+	_, err = clientset.CoreV1().Pods("ns").Watch(t.Context(), metav1.ListOptions{ResourceVersion: "42"})
+	if !apierrors.IsResourceExpired(err) {
+		t.Fatalf("watch from resourceVersion 42 during the outage: %v, want Expired", err)
 	}
 	if n := a.anonymous.Load(); n != 0 {
 		t.Fatalf("%d requests came without the configuration's credentials", n)

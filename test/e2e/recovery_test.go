@@ -27,8 +27,8 @@ const outage = 15 * time.Second
 
 // TestRecoveryAfterAPIServerOutage stops the API server under a running
 // meshpilot for a while, starts it again, and at its return changes a
-// Service (whose informer's watch the new API server refuses as too old,
-// so that it lists again) and an EndpointSlice; it waits until the model
+// Service and an EndpointSlice (a restarted API server refuses a watch
+// from before the restart as too old: informers must list again); it waits until the model
 // has both and a grpc-go client follows the slice, and logs how long that
 // took after the API server's return: the recovery time. Its clients are
 // built as serve builds them, behind kubeclient's outage gate, which must
@@ -101,8 +101,9 @@ func TestRecoveryAfterAPIServerOutage(t *testing.T) {
 		logs.Await(t, want, 0, func(l string) bool { return strings.Contains(l, want) })
 	}
 	// Every request of a reflector is a GET, which the gate holds back or
-	// sends again: the outage never reached them as a failed list or
-	// watch, the failures that grow their backoff.
+	// sends again, or a resumed watch, which it answers 410 Expired: the
+	// outage never reached them as a failed list or watch, the failures
+	// that grow their backoff.
 	failed := 0
 	for _, l := range strings.Split(clientGo.String(), "\n") {
 		low := strings.ToLower(l)

@@ -84,9 +84,11 @@ func (p *cutProxy) Restore() { p.cut.Store(false) }
 
 // TestRelistAfterWatchExpiry cuts meshpilot off the API server, changes the
 // cluster meanwhile and waits until etcd has compacted past what meshpilot
-// saw, so that its watches come back with 410 Gone and its informers relist.
-// The model must end with exactly the API's state, with one event per real
-// change and none for the objects that did not change.
+// saw, so that its watches come back with 410 Gone (from the API server; or,
+// behind the outage gate serve builds its clients with, from the gate during
+// the cut) and its informers relist. The model must end with exactly the
+// API's state, with one event per real change and none for the objects that
+// did not change. It logs how long after the reconnection that took.
 func TestRelistAfterWatchExpiry(t *testing.T) {
 	// Without the watch cache, watches are served by etcd, and the API
 	// server compacts etcd every second: an old resourceVersion expires
@@ -99,8 +101,25 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 		t.Fatalf("a second API server is required: %v", err)
 	}
 	defer env2.Stop()
+	for _, tc := range []struct {
+		name, ns string
+		gated    bool
+	}{
+		// The API server answers the resumed watch 410 once the
+		// connection is back.
+		{"plain client", "relist", false},
+		// As serve builds its clients: the gate answers the resumed watch
+		// 410 during the cut, and the list after it waits for the return.
+		{"outage gate", "relist-gated", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { relistAfterWatchExpiry(t, env2, tc.ns, tc.gated) })
+	}
+}
+
+// relistAfterWatchExpiry is TestRelistAfterWatchExpiry in namespace ns of
+// env2, with a client behind the outage gate when gated.
+func relistAfterWatchExpiry(t *testing.T, env2 *testenv.Env, ns string, gated bool) {
 	direct := env2.Client
-	ns := "relist"
 	if _, err := direct.CoreV1().Namespaces().Create(ctx(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +145,10 @@ func TestRelistAfterWatchExpiry(t *testing.T) {
 	proxy := newCutProxy(t, u.Host)
 	cfg := rest.CopyConfig(env2.Config)
 	cfg.Host = "https://" + proxy.lis.Addr().String()
-	// As serve builds its clients: requests wait out the cut.
-	client, err := kubernetes.NewForConfig(kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: slog.New(slog.DiscardHandler)}))
+	if gated {
+		cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: slog.New(slog.DiscardHandler)})
+	}
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
