@@ -3,6 +3,7 @@ package replicas
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -20,9 +21,9 @@ const (
 	DefaultSettle = 2 * DefaultPeriod
 )
 
-// SettleFor is how long a shed client counts as its old replica's when
-// Leases are renewed every period: long enough to cover a reconnect and
-// a peer's renewal.
+// SettleFor is the longest a shed client counts as its old replica's
+// when Leases are renewed every period: long enough to cover a reconnect
+// and a peer's renewal.
 func SettleFor(period time.Duration) time.Duration { return 2 * period }
 
 // BalancerOptions configure a Balancer.
@@ -46,17 +47,17 @@ type BalancerOptions struct {
 	// MinAge is the least time a connection's newest stream has been
 	// open before the connection may be shed; DefaultMinAge when zero.
 	MinAge time.Duration
-	// Settle is how long a shed client still counts as this replica's
-	// (see WithOwn): long enough for it to reconnect and for a peer's
-	// Lease to count it; DefaultSettle when zero.
+	// Settle is the longest a shed client still counts as this
+	// replica's (see WithOwn, Settled): long enough for it to reconnect
+	// and for a peer's Lease to count it; DefaultSettle when zero.
 	Settle time.Duration
 	Log    *slog.Logger
 }
 
 // Balancer sheds the clients a replica holds beyond its fair share plus
-// the tolerance (Excess), and lends those above the fair share while a
-// peer holds less than the fair share minus the tolerance (Lend), a few
-// a second, so that they reconnect through the Service to replicas that
+// the tolerance (Excess) or, while a peer holds less than the fair share
+// minus the tolerance, those beyond the fair share (Lend), a few a
+// second, so that they reconnect through the Service to replicas that
 // hold fewer.
 //
 // Run's goroutine alone uses a Balancer's fields.
@@ -114,14 +115,12 @@ func (b *Balancer) step(now time.Time) {
 	}
 	b.last = now
 	mine := b.opts.Clients()
-	inFlight := b.inFlight(now)
-	v, ok := WithOwn(b.opts.View(), b.opts.Self, mine, inFlight)
+	raw := b.opts.View()
+	inFlight := b.inFlight(now, raw)
+	v, ok := WithOwn(raw, b.opts.Self, mine, inFlight)
 	excess := 0
 	if ok {
-		excess = Excess(mine, v, b.opts.Tolerance)
-		if excess == 0 {
-			excess = Lend(b.opts.Self, mine, inFlight, v, b.opts.Tolerance)
-		}
+		excess = max(Excess(mine, v, b.opts.Tolerance), Lend(b.opts.Self, mine, v, b.opts.Tolerance))
 	}
 	if excess == 0 {
 		// Nothing owed: the rate does not accumulate while balanced.
@@ -129,7 +128,7 @@ func (b *Balancer) step(now time.Time) {
 		if b.over {
 			b.over = false
 			b.opts.Log.Info("replicas: within the fair share again", "clients", mine, "fairShare", v.FairShare(),
-				"liveReplicas", len(v.Live), "shedRecently", b.inFlight(now))
+				"liveReplicas", len(v.Live), "shedRecently", inFlight)
 		}
 		return
 	}
@@ -151,14 +150,10 @@ func (b *Balancer) step(now time.Time) {
 		"liveReplicas", len(v.Live), "excess", excess, "shed", shed)
 }
 
-// inFlight is how many clients this replica shed within Settle, and
-// forgets older sheds.
-func (b *Balancer) inFlight(now time.Time) int {
-	i := 0
-	for i < len(b.shed) && now.Sub(b.shed[i].at) > b.opts.Settle {
-		i++
-	}
-	b.shed = b.shed[i:]
+// inFlight is how many of the clients this replica shed no peer's Lease
+// may count yet (Settled), and forgets the others.
+func (b *Balancer) inFlight(now time.Time, v View) int {
+	b.shed = slices.DeleteFunc(b.shed, func(s shedAt) bool { return Settled(s.at, now, v, b.opts.Self, b.opts.Settle) })
 	n := 0
 	for _, s := range b.shed {
 		n += s.n

@@ -296,10 +296,12 @@ func (b *balancing) holds(t *testing.T, ok func(map[string]int) bool) {
 }
 
 // TestBalanceConverges: replica a holds ten clients, b just started and
-// holds none. Through their Leases in a real API server, a sheds down to
-// its fair share plus the tolerance (6 of 10 over two), the shed clients
-// reconnect to b (as through a Service to the replica that is not
-// closing them), and nothing is shed after that, not even by b.
+// holds none. Through their Leases in a real API server, a sheds its
+// excess and, while b is under the band, down to its fair share (5 or 6
+// of 10 over two: whether b's Lease shows 4 before a has shed the fifth),
+// the shed clients reconnect to b (as through a Service to the replica
+// that is not closing them), and nothing is shed after that, not even
+// by b.
 func TestBalanceConverges(t *testing.T) {
 	b := startBalancing(t, map[string]int{"a": 10, "b": 0}, func(from string) string {
 		if from == "a" {
@@ -307,9 +309,13 @@ func TestBalanceConverges(t *testing.T) {
 		}
 		return "a"
 	})
-	at := func(c map[string]int) bool { return c["a"] == 6 && c["b"] == 4 }
-	testenv.Eventually(t, "a at its share plus tolerance", func() (bool, string) { return at(b.counts()), b.String() })
+	at := func(c map[string]int) bool { return (c["a"] == 6 || c["a"] == 5) && c["a"]+c["b"] == 10 }
+	testenv.Eventually(t, "a between its fair share and its share plus tolerance", func() (bool, string) { return at(b.counts()), b.String() })
+	// A fifth decided on b's Lease before it showed 4 may still be on
+	// its way; past that, nothing moves.
 	b.holds(t, at)
+	final := b.counts()
+	b.holds(t, func(c map[string]int) bool { return c["a"] == final["a"] && c["b"] == final["b"] })
 }
 
 // TestRestartedReplicaFillsUp: a and b hold 30 clients each, c has just

@@ -99,41 +99,60 @@ func Excess(mine int, v View, tolerance float64) int {
 	return int(math.Ceil(over - 1e-9))
 }
 
-// Lend is how many more clients a replica within its upper limit should
-// let go because a peer holds fewer than fair share × (1 - tolerance):
-// shedding the excess alone stops once every replica is under its upper
-// limit, and a replica restarted among two full ones would stay at
-// fair share × (1 - 2 × tolerance). The peers' shortfall is split among
-// the replicas above the fair share by how far above they are; a
-// replica lends only clients above the fair share, so it never falls
-// below it itself; and the clients it shed recently (inFlight, still
-// counted in its own entry of v, see WithOwn) are taken off, since
-// peers' Leases do not show them yet. Shed clients land on any replica,
-// so a shortfall closes over several rounds of a settle window each.
-//
-// v is WithOwn's view, self this replica's name and mine what it holds
-// now. It is 0 when the view cannot be trusted or with one replica.
-func Lend(self string, mine, inFlight int, v View, tolerance float64) int {
+// Lend is how many clients a replica should let go, beyond its Excess,
+// while a peer holds fewer than fair share × (1 - tolerance): every
+// client it holds above the fair share. Shedding the excess alone stops
+// once every replica is under its upper limit, and a replica restarted
+// among two full ones would stay at fair share × (1 - 2 × tolerance).
+// Lending only the peer's shortfall would not do either: a shed client
+// reconnects through the Service to any ready replica, this one
+// included, so only one in N (the live replicas) lands on the short
+// peer, and its shortfall up to the fair share, times N, split among the
+// replicas above the share, is at least what each holds above it (the
+// clients above the share are those below it). So each lends down to
+// the fair share, never below, at the shed rate; the clients that land
+// on replicas above the share count in their next view and are lent
+// again once old enough; and lending stops as soon as the view shows no
+// peer under the band, which leaves the last round's clients in flight
+// to take the peer towards the fair share rather than just over the
+// band's edge. v is WithOwn's view (the fair share counts the clients in
+// flight), self this replica's name and mine what it holds now. It is 0
+// when the view cannot be trusted or with one replica.
+func Lend(self string, mine int, v View, tolerance float64) int {
 	if !v.Reachable || len(v.Live) < 2 || tolerance < 0 {
 		return 0
 	}
 	fair := v.FairShare()
 	low := fair * (1 - tolerance)
-	var short, above, ownAbove float64
-	for _, r := range v.Live {
-		c := float64(r.Clients)
-		if r.Name == self {
-			ownAbove = max(c-fair, 0)
-			above += ownAbove
-			continue
-		}
-		short += max(low-c, 0)
-		above += max(c-fair, 0)
-	}
-	if short <= 0 || ownAbove <= 0 || float64(mine) <= fair {
+	if !slices.ContainsFunc(v.Live, func(r Replica) bool { return r.Name != self && float64(r.Clients) < low-1e-9 }) {
 		return 0
 	}
-	part := int(math.Ceil(short*ownAbove/above-1e-9)) - inFlight
-	room := int(math.Floor(float64(mine) - fair + 1e-9))
-	return max(min(part, room), 0)
+	return max(int(math.Floor(float64(mine)-fair+1e-9)), 0)
+}
+
+// ReconnectGrace is how long a shed client may take to reconnect and be
+// counted by the replica it lands on: grpc-go reconnects at once after a
+// stream that got a response, within its first backoff (1 s ± 20 %)
+// otherwise; the rest covers clocks a little apart.
+const ReconnectGrace = 2 * time.Second
+
+// Settled says whether a client shed at shedAt is counted by now in the
+// Lease of whichever replica it reconnected to: every live peer (self
+// counts its own at once) renewed its Lease ReconnectGrace after the
+// shed or later, or settle has passed since (a peer whose renewals are
+// slow). Until then the shedding replica still counts it as its own (see
+// WithOwn); after, counting it too would count it twice, inflating the
+// total and so the fair share, and a replica just above the share would
+// lend nothing more.
+func Settled(shedAt, now time.Time, v View, self string, settle time.Duration) bool {
+	if now.Sub(shedAt) > settle {
+		return true
+	}
+	counted := shedAt.Add(ReconnectGrace)
+	for _, r := range v.Live {
+		if r.Name != self && r.Renewed.Before(counted) {
+			return false
+		}
+	}
+	return true
 }

@@ -183,10 +183,10 @@ func TestWithOwn(t *testing.T) {
 	}
 }
 
-// TestLend: once every replica is under its upper limit, those above the
-// fair share let go of clients while a peer is below the fair share minus
-// the tolerance: the shortfall split by how far above each is, never
-// below the fair share itself, less what it shed recently.
+// TestLend: while a peer is below the fair share minus the tolerance,
+// those above the fair share let go of every client above it (only one
+// in N of them lands on the short peer), never below the share; once no
+// peer is under the band, nothing.
 func TestLend(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	view := func(counts ...int) View {
@@ -199,24 +199,24 @@ func TestLend(t *testing.T) {
 		return v
 	}
 	tests := []struct {
-		name     string
-		v        View
-		mine     int // what a holds now; its entry in v when 0
-		inFlight int
-		want     int
+		name string
+		v    View
+		mine int // what a holds now; its entry in v when 0
+		want int
 	}{
-		// Fair share 100, band 80 to 120: c lacks 20, a and b are 20
-		// above the share each and lend 10 each.
-		{name: "a restarted replica under the band: its shortfall split", v: view(120, 120, 60), want: 10},
-		{name: "the clients shed recently are taken off", v: view(120, 120, 60), inFlight: 4, want: 6},
-		{name: "shed recently at least the part: nothing", v: view(120, 120, 60), inFlight: 12},
-		{name: "every replica within the band: nothing", v: view(110, 110, 80)},
+		// Fair share 100, band 80 to 120: c lacks 40 up to the share, and
+		// a third of what a and b shed lands on it.
+		{name: "a restarted replica under the band: all above the share", v: view(120, 120, 60), want: 20},
+		{name: "a fraction of a client above the share is kept", v: view(121, 120, 60), want: 20},
+		// a's entry counts the clients it shed that peers do not show
+		// yet (WithOwn): the share counts them, a holds 105 now.
+		{name: "the clients in flight count in the share, not as a's", v: view(120, 120, 60), mine: 105, want: 5},
+		{name: "never below the fair share", v: view(120, 120, 60), mine: 99},
+		{name: "every peer within the band: nothing", v: view(110, 110, 80)},
+		{name: "a peer just under the band", v: view(111, 110, 79), want: 11},
 		{name: "at or below the fair share: nothing to lend", v: view(100, 140, 60)},
-		// Fair share 100: a is 5 above, b 35: a lends 20 x 5/40, rounded up.
-		{name: "by how far above", v: view(105, 135, 60), want: 3},
-		// a's entry counts clients it shed that peers do not show yet;
-		// it holds 101 now and lends only the one above the share.
-		{name: "never below the fair share", v: view(120, 120, 60), mine: 101, want: 1},
+		{name: "only a itself under the band: nothing", v: view(60, 120, 120)},
+		{name: "four replicas, one restarted", v: view(140, 130, 130, 0), want: 40},
 		{name: "alone: nothing", v: view(100)},
 	}
 	for _, tt := range tests {
@@ -225,14 +225,53 @@ func TestLend(t *testing.T) {
 			if mine == 0 {
 				mine = tt.v.Live[0].Clients
 			}
-			if got := Lend("a", mine, tt.inFlight, tt.v, 0.2); got != tt.want {
+			if got := Lend("a", mine, tt.v, 0.2); got != tt.want {
 				t.Errorf("Lend = %d, want %d", got, tt.want)
 			}
 		})
 	}
 	blind := view(120, 120, 60)
 	blind.Reachable = false
-	if got := Lend("a", 120, 0, blind, 0.2); got != 0 {
+	if got := Lend("a", 120, blind, 0.2); got != 0 {
 		t.Errorf("out of reach of the API server, Lend = %d, want 0", got)
+	}
+}
+
+// TestSettled: a shed client stops counting as its old replica's once
+// every live peer renewed its Lease ReconnectGrace after the shed, when
+// it is in one of them, or after the settle window whatever the peers do.
+func TestSettled(t *testing.T) {
+	shed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	after := func(d time.Duration) time.Time { return shed.Add(d) }
+	settle := 10 * time.Second
+	view := func(renewed ...time.Time) View {
+		v := View{Live: []Replica{{Name: "a", Renewed: shed.Add(-time.Hour)}}, Reachable: true}
+		for i, r := range renewed {
+			v.Live = append(v.Live, Replica{Name: string(rune('b' + i)), Renewed: r})
+		}
+		return v
+	}
+	tests := []struct {
+		name string
+		now  time.Time
+		v    View
+		want bool
+	}{
+		{name: "just shed", now: after(time.Second), v: view(after(-time.Second), after(-2*time.Second))},
+		{name: "a peer renewed before the client could reconnect", now: after(3 * time.Second),
+			v: view(after(time.Second), after(2*time.Second))},
+		{name: "one peer renewed since, the other not yet", now: after(5 * time.Second),
+			v: view(after(4*time.Second), after(time.Second))},
+		{name: "every peer renewed since", now: after(7 * time.Second), v: view(after(4*time.Second), after(2*time.Second)), want: true},
+		{name: "a slow peer: the settle window ends it", now: after(settle + time.Millisecond),
+			v: view(after(4*time.Second), after(-3*time.Second)), want: true},
+		{name: "no peer: its own count holds it", now: after(time.Second), v: view(), want: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Settled(shed, tt.now, tt.v, "a", settle); got != tt.want {
+				t.Errorf("Settled = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
