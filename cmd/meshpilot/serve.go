@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
+	"github.com/meshpilot/meshpilot/internal/memlimit"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -60,6 +61,7 @@ type serveFlags struct {
 	auditInterval      time.Duration
 	balanceInterval    time.Duration
 	shedMinAge         time.Duration
+	memoryLimitRatio   float64
 }
 
 func newServeCommand() *cobra.Command {
@@ -125,6 +127,7 @@ logged with its source and field while the last good one stays in force.
 	fl.StringVar(&f.clusterID, "cluster-id", "Kubernetes", "ID of the local cluster (Istio's default); a remote Secret naming it is refused")
 	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
 	fl.DurationVar(&f.auditInterval, "audit-interval", 0, "every this long (jittered), compare the informer caches with a fresh LIST and the model with one rebuilt from it (as /debug/consistencyz does), and relist a kind whose difference outlived two audits; 0 means off")
+	fl.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "set the Go memory limit to this part of the container's memory limit (cgroup v2 or v1), so that the garbage collector works harder before the container is killed; unless the GOMEMLIMIT environment variable is set, which then stands; no cgroup limit sets nothing; 0 means off")
 	return cmd
 }
 
@@ -157,6 +160,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.maxRequestNames <= 0 {
 		return fmt.Errorf("invalid --max-request-names %d: use 1 or more", f.maxRequestNames)
+	}
+	if _, err := memlimit.Apply(memlimit.Options{Ratio: f.memoryLimitRatio, Logger: log}); err != nil {
+		return fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if f.from != "" {
 		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance", "audit-interval"} {
