@@ -177,6 +177,7 @@ func TestServeCommandErrors(t *testing.T) {
 		{"no kubeconfig anywhere", []string{"serve"}, []string{"HOME=" + t.TempDir(), "KUBECONFIG="}, "kubeconfig"},
 		{"missing kubeconfig file", []string{"serve", "--kubeconfig", "/nonexistent/kubeconfig"}, nil, "/nonexistent/kubeconfig"},
 		{"unreachable API server", []string{"serve", "--kubeconfig", unreachableKubeconfig(t)}, nil, "127.0.0.1:1"},
+		{"memory limit ratio out of range", []string{"serve", "--memory-limit-ratio", "2"}, nil, "--memory-limit-ratio: ratio 2 is out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code := runProcess(t, bin, tc.env, tc.args...)
