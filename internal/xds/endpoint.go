@@ -2,6 +2,7 @@ package xds
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 
@@ -126,7 +127,7 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 		}
 		grp.lle.LbEndpoints = append(grp.lle.LbEndpoints, lb)
 		if ep.Health == model.Healthy {
-			grp.healthy += weight
+			grp.healthy = addWeight(grp.healthy, weight)
 		}
 	}
 	slices.SortFunc(order, func(a, b *localityGroup) int {
@@ -250,6 +251,17 @@ type localityGroup struct {
 	// distributed, when not zero, replaces healthy as the locality's
 	// weight (localityLbSetting distribute).
 	distributed uint32
+}
+
+// addWeight adds an endpoint's weight to its locality's, stopping at the
+// largest uint32: WorkloadEntry weights may each be up to that, and a sum
+// that wrapped around could come to 0, which grpc-go reads as a locality
+// to drop.
+func addWeight(sum, w uint32) uint32 {
+	if sum > math.MaxUint32-w {
+		return math.MaxUint32
+	}
+	return sum + w
 }
 
 func (g *localityGroup) weight() uint32 {
