@@ -84,6 +84,7 @@ var readmeNotRun = map[string]string{
 	"go run ./cmd/meshbench --traffic-rules":                                                                                                   meshbenchNotRun,
 	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500 --clusters 2":                                                         meshbenchNotRun,
 	"go run ./cmd/meshbench --replicas 3 --clients 300 --changes 0 --plot docs/replica-balance.svg":                                            meshbenchNotRun,
+	"go run ./cmd/meshbench --soak 30m --plot docs/soak.svg":                                                                                   meshbenchNotRun,
 }
 
 // TestEveryReadmeCommandIsTested fails on a README command that no test
