@@ -161,7 +161,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if f.maxRequestNames <= 0 {
 		return fmt.Errorf("invalid --max-request-names %d: use 1 or more", f.maxRequestNames)
 	}
-	if _, err := memlimit.Apply(memlimit.Options{Ratio: f.memoryLimitRatio, Logger: log}); err != nil {
+	if err := memlimit.CheckRatio(f.memoryLimitRatio); err != nil {
 		return fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if f.from != "" {
@@ -256,6 +256,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 // /debug/clusterz; besides run beside the server until the signal, adding to it at run
 // time (remote clusters' sources, replica balance).
 func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Source, mesh *meshconfig.Watcher, istio istioServing, f serveFlags, m *metrics.Metrics, consistency debug.Consistency, clusters func() []clusterstate.Cluster, besides ...beside) error {
+	// Set once every flag and the mesh config have been checked, so that
+	// a refused command prints its one sentence and nothing else.
+	if _, err := memlimit.Apply(memlimit.Options{Ratio: f.memoryLimitRatio, Logger: log}); err != nil {
+		return fmt.Errorf("--memory-limit-ratio: %w", err)
+	}
 	var ps server.PolicySource
 	if istio.policies != nil {
 		ps = istio.policies

@@ -54,6 +54,7 @@ func TestFlagErrors(t *testing.T) {
 		`meshpilot: invalid --balance-interval 0s or --shed-min-age 30s: use durations above 0` + "\n":         {"serve", "--from", ".", "--balance-interval", "0"},
 		`meshpilot: invalid --stream-send-timeout 0s: use a duration above 0` + "\n":                           {"serve", "--from", ".", "--stream-send-timeout", "0"},
 		`meshpilot: reading the mesh config: open /nonexistent/mesh.yaml: no such file or directory` + "\n":    {"serve", "--from", ".", "--mesh-config", "/nonexistent/mesh.yaml"},
+		`meshpilot: --memory-limit-ratio: ratio 2 is out of range: use 0 (off) or a ratio in (0, 1]` + "\n":    {"serve", "--from", ".", "--memory-limit-ratio", "2"},
 	}
 	for want, args := range cases {
 		var out, errb strings.Builder

@@ -49,14 +49,23 @@ type Result struct {
 	Source string // SourceCgroup, SourceEnv or SourceNone
 }
 
+// CheckRatio refuses a ratio Apply would refuse, so that a command can
+// check its flags before it logs anything.
+func CheckRatio(r float64) error {
+	if math.IsNaN(r) || r < 0 || r > 1 {
+		return fmt.Errorf("ratio %v is out of range: use 0 (off) or a ratio in (0, 1]", r)
+	}
+	return nil
+}
+
 // Apply sets the Go memory limit to Ratio of the container's memory limit
 // unless the GOMEMLIMIT environment variable is set (the runtime has then
 // applied it, and it stands). Without a container limit, or when it cannot
 // be read, nothing is set: a failure to read it is logged, never fatal,
 // since the process runs as well without a Go limit as before.
 func Apply(o Options) (Result, error) {
-	if math.IsNaN(o.Ratio) || o.Ratio < 0 || o.Ratio > 1 {
-		return Result{}, fmt.Errorf("ratio %v is out of range: use 0 (off) or a ratio in (0, 1]", o.Ratio)
+	if err := CheckRatio(o.Ratio); err != nil {
+		return Result{}, err
 	}
 	log := o.Logger
 	if log == nil {
