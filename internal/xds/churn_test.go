@@ -103,9 +103,6 @@ func heapAfterGC() uint64 {
 // kept a single response: both are polled until they settle.
 func TestStreamChurnLeavesNothing(t *testing.T) {
 	const streams = 5000
-	if testing.Short() {
-		t.Skip("5000 streams")
-	}
 	ts := startServer(t, baseStore())
 	// What the first streams start once and keep (pools, timers) is
 	// part of the baseline.
