@@ -116,6 +116,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newIdleCommand())
 	f := cmd.Flags()
 	addReplicaFlags(f, &cfg.Replicas, &plotPath)
 	f.IntVar(&cfg.Services, "services", cfg.Services, "services to create")
