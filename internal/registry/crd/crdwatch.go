@@ -1,23 +1,48 @@
 package crd
 
 import (
+	"context"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
+
+// crdGroupOptions is apiextensions.k8s.io/v1, of which the registry reads
+// CustomResourceDefinitions alone.
+var crdGroupOptions = kubeapi.GroupOptions{
+	GroupVersion: apiextensionsv1.SchemeGroupVersion,
+	AddToScheme:  apiextensionsv1.AddToScheme,
+	Protobuf:     true,
+}
 
 // newCRDInformer watches one CustomResourceDefinition by name. A field
 // selector on metadata.name is what lets RBAC grant list and watch by
 // resourceNames, so meshpilot needs no right to read other CRDs; and the
 // four informers together cost four tiny watches.
-func newCRDInformer(client apiextensionsclient.Interface, name string) (cache.SharedIndexInformer, error) {
-	inf := apiextensionsinformers.NewFilteredCustomResourceDefinitionInformer(client, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+func newCRDInformer(client *kubeapi.Group, name string) (cache.SharedIndexInformer, error) {
+	crds := kubeapi.NewResource(client, "customresourcedefinitions", "",
+		func() *apiextensionsv1.CustomResourceDefinition { return &apiextensionsv1.CustomResourceDefinition{} },
+		func() *apiextensionsv1.CustomResourceDefinitionList {
+			return &apiextensionsv1.CustomResourceDefinitionList{}
 		})
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return crds.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return crds.Watch(ctx, o)
+		},
+	}, client)
+	inf := cache.NewSharedIndexInformer(lw, &apiextensionsv1.CustomResourceDefinition{}, 0, cache.Indexers{})
 	if err := inf.SetTransform(stripCRD); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 // Package crd watches Istio's traffic configuration in a cluster:
 // DestinationRules, VirtualServices, ServiceEntries and WorkloadEntries
-// (networking.istio.io/v1), through istio.io/client-go's typed shared
-// informers.
+// (networking.istio.io/v1), through shared informers on internal/kubeapi's
+// narrow client: istio.io/client-go's types, not its clientset, which
+// would link every Istio API group.
 //
 // The CustomResourceDefinitions are optional. Registry watches the four
 // CRDs themselves (one tiny informer each, by name); while a kind's CRD is

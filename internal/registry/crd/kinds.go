@@ -1,16 +1,14 @@
 package crd
 
 import (
-	"time"
-
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
-	istioclient "istio.io/client-go/pkg/clientset/versioned"
-	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
 
@@ -31,51 +29,52 @@ const (
 	Version = "v1"
 )
 
+// groupOptions is the one API group version the registry reads, with only
+// its kinds in the client's scheme.
+var groupOptions = kubeapi.GroupOptions{
+	GroupVersion: schema.GroupVersion{Group: Group, Version: Version},
+	AddToScheme:  networkingv1.AddToScheme,
+}
+
 // kindInfo says where a kind comes from.
 type kindInfo struct {
 	kind Kind
 	// crd is the name of the kind's CustomResourceDefinition.
 	crd string
-	// informer requests the kind's informer of namespace ns ("" all)
-	// from a factory, built so that r can make it relist.
-	informer func(f istioinformers.SharedInformerFactory, r *relist.Relister, ns string) cache.SharedIndexInformer
+	// informer builds the kind's informer of namespace ns ("" all), so
+	// that r can make it relist.
+	informer func(c *kubeapi.Group, r *relist.Relister, ns string) cache.SharedIndexInformer
 	// list lists a page of the kind in ns, as the informer does.
-	list func(c istioclient.Interface, ns string) pager.ListPageFunc
+	list func(c *kubeapi.Group, ns string) pager.ListPageFunc
 }
 
-func newKindInfo[L runtime.Object](kind Kind, crd string, example runtime.Object, typed func(istioclient.Interface, string) relist.TypedClient[L]) kindInfo {
+func newKindInfo[T kubeapi.Object, L runtime.Object](kind Kind, resource string, newObj func() T, newList func() L) kindInfo {
+	typed := func(c *kubeapi.Group, ns string) *kubeapi.Resource[T, L] {
+		return kubeapi.NewResource(c, resource, ns, newObj, newList)
+	}
 	return kindInfo{
-		kind: kind, crd: crd,
-		informer: func(f istioinformers.SharedInformerFactory, r *relist.Relister, ns string) cache.SharedIndexInformer {
-			// In place of f.Networking().V1().<Kind>s().Informer(), which
-			// offers no way to relist; the factory still starts,
-			// stops and transforms it.
-			return f.InformerFor(example, func(c istioclient.Interface, resync time.Duration) cache.SharedIndexInformer {
-				return relist.Informer(r, example, typed(c, ns), c, resync)
-			})
+		kind: kind, crd: resource + "." + Group,
+		informer: func(c *kubeapi.Group, r *relist.Relister, ns string) cache.SharedIndexInformer {
+			return relist.Informer(r, newObj(), typed(c, ns), c, 0)
 		},
-		list: func(c istioclient.Interface, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
+		list: func(c *kubeapi.Group, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
 	}
 }
 
 // kinds lists the watched kinds in a fixed order.
 var kinds = []kindInfo{
-	newKindInfo(DestinationRule, "destinationrules."+Group, &networkingv1.DestinationRule{},
-		func(c istioclient.Interface, ns string) relist.TypedClient[*networkingv1.DestinationRuleList] {
-			return c.NetworkingV1().DestinationRules(ns)
-		}),
-	newKindInfo(VirtualService, "virtualservices."+Group, &networkingv1.VirtualService{},
-		func(c istioclient.Interface, ns string) relist.TypedClient[*networkingv1.VirtualServiceList] {
-			return c.NetworkingV1().VirtualServices(ns)
-		}),
-	newKindInfo(ServiceEntry, "serviceentries."+Group, &networkingv1.ServiceEntry{},
-		func(c istioclient.Interface, ns string) relist.TypedClient[*networkingv1.ServiceEntryList] {
-			return c.NetworkingV1().ServiceEntries(ns)
-		}),
-	newKindInfo(WorkloadEntry, "workloadentries."+Group, &networkingv1.WorkloadEntry{},
-		func(c istioclient.Interface, ns string) relist.TypedClient[*networkingv1.WorkloadEntryList] {
-			return c.NetworkingV1().WorkloadEntries(ns)
-		}),
+	newKindInfo(DestinationRule, "destinationrules",
+		func() *networkingv1.DestinationRule { return &networkingv1.DestinationRule{} },
+		func() *networkingv1.DestinationRuleList { return &networkingv1.DestinationRuleList{} }),
+	newKindInfo(VirtualService, "virtualservices",
+		func() *networkingv1.VirtualService { return &networkingv1.VirtualService{} },
+		func() *networkingv1.VirtualServiceList { return &networkingv1.VirtualServiceList{} }),
+	newKindInfo(ServiceEntry, "serviceentries",
+		func() *networkingv1.ServiceEntry { return &networkingv1.ServiceEntry{} },
+		func() *networkingv1.ServiceEntryList { return &networkingv1.ServiceEntryList{} }),
+	newKindInfo(WorkloadEntry, "workloadentries",
+		func() *networkingv1.WorkloadEntry { return &networkingv1.WorkloadEntry{} },
+		func() *networkingv1.WorkloadEntryList { return &networkingv1.WorkloadEntryList{} }),
 }
 
 // CRDNames are the names of the four CustomResourceDefinitions, the only

@@ -11,15 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	istioclient "istio.io/client-go/pkg/clientset/versioned"
-	istioinformers "istio.io/client-go/pkg/informers/externalversions"
-
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
@@ -63,51 +60,54 @@ type Registry struct {
 	// crds watch the kinds' CRDs, in the order of kinds.
 	crds    []cache.SharedIndexInformer
 	crdRegs []cache.ResourceEventHandlerRegistration
-	// factories build the kinds' informers, one per watched namespace
-	// ("" meaning all).
-	factories []istioinformers.SharedInformerFactory
-	// namespaces are the factories' namespaces, in their order.
+	// namespaces are the watched namespaces ("" meaning all): each kind
+	// has one informer per namespace, in this order.
 	namespaces []string
-	// istio lists the kinds for an audit (audit.go).
-	istio istioclient.Interface
+	// istio lists and watches the kinds.
+	istio *kubeapi.Group
 	// relisters let Relist interrupt each kind's watches.
 	relisters map[Kind]*relist.Relister
 	queue     workqueue.TypedRateLimitingInterface[Event]
 	crdSynced atomic.Bool
 
-	mu sync.Mutex // guards watched and stop
+	mu sync.Mutex // guards watched, stop and stopping
 	// watched holds the kinds whose informers were started; a kind is
 	// never removed.
 	watched map[Kind]*watchedKind
 	// stop is Run's ctx.Done(); nil before Run, so that a CRD seen early
 	// starts nothing until Run.
 	stop <-chan struct{}
+	// stopping is set once Run waits for the kinds' informers to end:
+	// no informer starts after it.
+	stopping bool
+	// running counts the kinds' informer goroutines.
+	running sync.WaitGroup
 
 	runOnce sync.Once
 }
 
 // watchedKind is a kind whose informers run.
 type watchedKind struct {
-	informers     []cache.SharedIndexInformer // one per factory
+	informers     []cache.SharedIndexInformer // one per namespace
 	registrations []cache.ResourceEventHandlerRegistration
 }
 
-// NewForConfig builds a Registry with the Istio and apiextensions clients
-// of an API server's configuration.
+// NewForConfig builds a Registry with clients of networking.istio.io and
+// apiextensions.k8s.io (only the kinds read) of an API server's
+// configuration; Run starts it.
 func NewForConfig(cfg *rest.Config, opts Options) (*Registry, error) {
-	istio, err := istioclient.NewForConfig(cfg)
+	istio, err := kubeapi.NewGroup(cfg, groupOptions)
 	if err != nil {
 		return nil, fmt.Errorf("building an Istio client: %w", err)
 	}
-	ext, err := apiextensionsclient.NewForConfig(cfg)
+	ext, err := kubeapi.NewGroup(cfg, crdGroupOptions)
 	if err != nil {
 		return nil, fmt.Errorf("building an apiextensions client: %w", err)
 	}
-	return New(istio, ext, opts)
+	return newRegistry(istio, ext, opts)
 }
 
-// New builds a Registry; Run starts it.
-func New(istio istioclient.Interface, apiextensions apiextensionsclient.Interface, opts Options) (*Registry, error) {
+func newRegistry(istio, apiextensions *kubeapi.Group, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -129,10 +129,6 @@ func New(istio istioclient.Interface, apiextensions apiextensionsclient.Interfac
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	r.namespaces = namespaces
-	for _, ns := range namespaces {
-		r.factories = append(r.factories, istioinformers.NewSharedInformerFactoryWithOptions(istio, 0,
-			istioinformers.WithNamespace(ns), istioinformers.WithTransform(kubeconv.StripManagedFields)))
-	}
 	for _, k := range kinds {
 		inf, err := newCRDInformer(apiextensions, k.crd)
 		if err != nil {
@@ -177,9 +173,10 @@ func (r *Registry) Run(ctx context.Context) error {
 		wg.Go(func() { inf.Run(ctx.Done()) })
 	}
 	defer func() {
-		for _, f := range r.factories {
-			f.Shutdown()
-		}
+		r.mu.Lock()
+		r.stopping = true
+		r.mu.Unlock()
+		r.running.Wait()
 	}()
 
 	start := time.Now()
@@ -229,12 +226,16 @@ func (r *Registry) missingCRDs() []string {
 func (r *Registry) startKind(k kindInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stop == nil || r.watched[k.kind] != nil {
+	if r.stop == nil || r.stopping || r.watched[k.kind] != nil {
 		return
 	}
 	w := &watchedKind{}
-	for i, f := range r.factories {
-		inf := k.informer(f, r.relisters[k.kind], r.namespaces[i])
+	for _, ns := range r.namespaces {
+		inf := k.informer(r.istio, r.relisters[k.kind], ns)
+		if err := inf.SetTransform(kubeconv.StripManagedFields); err != nil {
+			r.log.Warn("cannot watch Istio objects", "kind", k.kind, "error", err)
+			return
+		}
 		reg, err := inf.AddEventHandler(r.handler(k.kind))
 		if err != nil {
 			// Only a stopped informer refuses a handler: Run is ending.
@@ -244,9 +245,8 @@ func (r *Registry) startKind(k kindInfo) {
 		w.informers = append(w.informers, inf)
 		w.registrations = append(w.registrations, reg)
 	}
-	// Start runs only the informers not yet running: the new kind's.
-	for _, f := range r.factories {
-		f.Start(r.stop)
+	for _, inf := range w.informers {
+		r.running.Go(func() { inf.Run(r.stop) })
 	}
 	r.watched[k.kind] = w
 	if r.crdSynced.Load() {
