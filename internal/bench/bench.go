@@ -47,7 +47,10 @@ type Config struct {
 	Endpoints  int `json:"endpoints"`
 	Clients    int `json:"clients"`
 	PerClient  int `json:"per_client"`
-	Changes    int `json:"changes"`
+	// StreamsPerConn is how many clients' ADS streams share one
+	// connection; 0 derives it (conngroups.go).
+	StreamsPerConn int `json:"streams_per_conn"`
+	Changes        int `json:"changes"`
 	// Rate is changes per second.
 	Rate float64 `json:"rate"`
 	// Nodes carry the Pods, spread over three zones.
@@ -134,6 +137,9 @@ func (c *Config) validate() error {
 	positive("endpoints", c.Endpoints)
 	positive("clients", c.Clients)
 	positive("per-client", c.PerClient)
+	if c.StreamsPerConn < 0 {
+		errs = append(errs, fmt.Errorf("streams-per-conn must not be negative, not %d", c.StreamsPerConn))
+	}
 	positive("nodes", c.Nodes)
 	positive("concurrency", c.Concurrency)
 	if c.Changes < 0 {
@@ -343,12 +349,13 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if prof == nil {
 			return func() {}
 		}
+		stopSelf := prof.selfCPU("meshbench-" + file)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			prof.fetch(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(d.Seconds()+0.999))), file)
 		}()
-		return func() { <-done }
+		return func() { <-done; stopSelf() }
 	}
 
 	// Clients.
@@ -365,13 +372,14 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	tr.byService = byService
 	clientCtx, stopClients := context.WithCancel(ctx)
 	clientErrs := make(chan error, cfg.Clients)
-	clients := newFleet(clientCtx, xdsAddr, cfg.Clients, clientErrs)
+	groups := newConnGroups(cfg.Clients, cfg.StreamsPerConn)
+	clients := newFleet(clientCtx, xdsAddr, cfg.Clients, groups, clientErrs)
 	defer func() {
 		stopClients()
 		clients.wait()
 	}()
 	stats := &clientStats{}
-	logf("opening %d ADS streams, %d services each", cfg.Clients, cfg.PerClient)
+	logf("opening %d ADS streams, %d services each, on %d connections", cfg.Clients, cfg.PerClient, groups.conns(cfg.Clients))
 	// newClient is client c as it starts, and restarts in a soak.
 	newClient := func(c int) *adsClient {
 		var names []string
@@ -387,8 +395,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		first[c] = newClient(c)
 	}
 	// Convergence takes well under a second up to about a thousand
-	// clients: a 2 s profile covers it.
-	waitConvProfile := cpuProfile(2*time.Second, "cpu-converge.pb.gz")
+	// clients: a 2 s profile covers it, longer with more clients.
+	waitConvProfile := cpuProfile(max(2*time.Second, time.Duration(cfg.Clients)*500*time.Microsecond), "cpu-converge.pb.gz")
 	if prof != nil {
 		time.Sleep(100 * time.Millisecond) // let the profile start
 	}
@@ -410,9 +418,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, context.Cause(ctx)
 	}
 	res.Convergence = tr.convergence(first, convStart)
+	res.Convergence.Connections = clients.connections()
 	res.snapshot(proc, "converged")
 	waitConvProfile()
 	prof.fetch(ctx, "heap?gc=1", "heap-converged.pb.gz")
+	prof.selfHeap("meshbench-heap-converged.pb.gz")
 	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
 		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
 	if err := proc.alive(); err != nil {
@@ -468,6 +478,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.snapshot(proc, "churn")
 		waitChurnProfile()
 		prof.fetch(ctx, "heap?gc=1", "heap-churn.pb.gz")
+		prof.selfHeap("meshbench-heap-churn.pb.gz")
 		logf("churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms (%d seen before it returned); %d misses",
 			churn.Pairs, churn.FromWriteStart.P50MS, churn.FromWriteStart.P99MS, churn.P50MS, churn.P99MS, churn.BeforeWriteReturned, churn.Misses)
 		if cfg.TrafficRules {

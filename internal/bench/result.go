@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -63,11 +64,14 @@ type SetupResult struct {
 // ClusterLoadAssignment it needs; AllMS from the first stream open to the
 // last client converged.
 type ConvergenceResult struct {
-	Clients int     `json:"clients"`
-	AllMS   float64 `json:"all_ms"`
-	P50MS   float64 `json:"p50_ms"`
-	P99MS   float64 `json:"p99_ms"`
-	MaxMS   float64 `json:"max_ms"`
+	Clients int `json:"clients"`
+	// Connections is how many TCP connections the clients' streams went
+	// over (Config.StreamsPerConn).
+	Connections int64   `json:"connections"`
+	AllMS       float64 `json:"all_ms"`
+	P50MS       float64 `json:"p50_ms"`
+	P99MS       float64 `json:"p99_ms"`
+	MaxMS       float64 `json:"max_ms"`
 }
 
 // ChurnResult: latencies over all (subscribed client, change) pairs. Each
@@ -139,6 +143,16 @@ type Phase struct {
 	// SampledPeakRSS is the highest VmRSS seen by sampling every 100 ms so
 	// far.
 	SampledPeakRSS int64 `json:"sampled_peak_rss_bytes"`
+	// At is when the phase ended; WallSeconds is its length.
+	At          time.Time `json:"at"`
+	WallSeconds float64   `json:"wall_seconds_in_phase"`
+	// Harness is meshbench's own usage (its simulated clients, the
+	// workload's writes, the tracking of changes): set against
+	// meshpilot's, it tells whether the harness took the CPUs meshpilot
+	// needed.
+	Harness Usage `json:"harness"`
+	// HarnessCPUDelta is meshbench's CPU time in this phase alone.
+	HarnessCPUDelta float64 `json:"harness_cpu_seconds_in_phase"`
 }
 
 // XDSTraffic is what all clients received, by type.
@@ -155,12 +169,23 @@ func (r *Result) snapshot(p *process, name string) {
 	if err != nil {
 		return
 	}
-	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: max(p.sampledPeakRSS(), u.RSS)}
+	now := time.Now()
+	self, _ := readUsage(os.Getpid()) // /proc/self is there when the child's is
+	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: max(p.sampledPeakRSS(), u.RSS),
+		At: now, WallSeconds: now.Sub(r.Started).Seconds(), Harness: self, HarnessCPUDelta: self.CPUSeconds}
 	if n := len(r.Phases); n > 0 {
-		// CPU times are in clock ticks (10 ms): no more digits than that.
-		ph.CPUDelta = math.Round((u.CPUSeconds-r.Phases[n-1].CPUSeconds)*clockTicks) / clockTicks
+		prev := r.Phases[n-1]
+		ph.CPUDelta = cpuDelta(u.CPUSeconds, prev.CPUSeconds)
+		ph.HarnessCPUDelta = cpuDelta(self.CPUSeconds, prev.Harness.CPUSeconds)
+		ph.WallSeconds = now.Sub(prev.At).Seconds()
 	}
 	r.Phases = append(r.Phases, ph)
+}
+
+// cpuDelta is the CPU time between two readings. CPU times are in clock
+// ticks (10 ms): no more digits than that.
+func cpuDelta(now, before float64) float64 {
+	return math.Round((now-before)*clockTicks) / clockTicks
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -224,6 +249,7 @@ func (r *Result) WriteSummary(out io.Writer) {
 			mib(p.RSS), mib(p.RSSAnon), mib(p.RSSFile), mib(p.HWM), p.Threads)
 	}
 	tw.Flush()
+	r.writeHarnessCPU(out)
 	fmt.Fprintf(out, "\nxDS responses received: LDS %d, RDS %d, CDS %d, EDS %d (EDS %.1f MiB of resources)\n\n",
 		r.XDS.Responses["lds"], r.XDS.Responses["rds"], r.XDS.Responses["cds"], r.XDS.Responses["eds"], mib(r.XDS.Bytes["eds"]))
 }
