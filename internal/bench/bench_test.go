@@ -186,6 +186,18 @@ func loadAssignment(name string, health map[string]core.HealthStatus) *endpoint.
 	return &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}}
 }
 
+// receiveCLA gives c the ClusterLoadAssignment name with these endpoints
+// as it comes on the wire, subscribing c to it first.
+func receiveCLA(t *testing.T, c *adsClient, name string, health map[string]core.HealthStatus) {
+	t.Helper()
+	if _, ok := slices.BinarySearch(c.subs[3], name); !ok {
+		c.subs[3] = sortedUnique(append(slices.Clone(c.subs[3]), name))
+	}
+	if got, err := c.updateCLA(mustMarshal(t, loadAssignment(name, health)), time.Now()); err != nil || got != name {
+		t.Fatalf("updateCLA = %q, %v; want %q", got, err, name)
+	}
+}
+
 // A churn change adds a ready endpoint: it has reached a client when the
 // client would send it requests, which grpc-go does for HEALTHY and
 // UNKNOWN endpoints only.
@@ -205,9 +217,9 @@ func TestClientCountsAnEndpointWhenItTakesTraffic(t *testing.T) {
 		{core.HealthStatus_UNKNOWN, []string{"10.128.0.2"}}, // back in service
 	} {
 		obs.addrs = nil
-		c.updateCLA(name, loadAssignment(name, map[string]core.HealthStatus{
+		receiveCLA(t, c, name, map[string]core.HealthStatus{
 			"10.128.0.1": core.HealthStatus_HEALTHY, "10.128.0.2": step.health,
-		}), time.Now())
+		})
 		if !slices.Equal(obs.addrs, step.want) {
 			t.Fatalf("10.128.0.2 %s: counted %v, want %v", step.health, obs.addrs, step.want)
 		}

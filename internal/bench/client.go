@@ -10,16 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -70,6 +66,8 @@ type adsClient struct {
 	clusterEDS    map[string]string   // cluster -> EDS service name
 	// Per ClusterLoadAssignment, the addresses that take traffic.
 	clas map[string]map[string]struct{}
+	// addrs is updateCLA's storage, kept between responses.
+	addrs [][]byte
 	// wantEndpoints is how many addresses taking traffic each service
 	// has once every cluster's endpoints are in; 0 asks for none.
 	wantEndpoints int
@@ -103,8 +101,9 @@ func newADSClient(id int, ns string, listeners []string, obs observer, stats *cl
 func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error {
 	c.opened = time.Now()
 	// Paused: this goroutine reads the stream itself, one per client;
-	// Forget: the client keeps only what it needs, below.
-	stream, err := xdstest.Open(ctx, cc, xdstest.Options{Node: c.node, Paused: true, Forget: true})
+	// Forget: the client keeps only what it needs, below; Raw: it reads
+	// that from the bytes (wire.go).
+	stream, err := xdstest.Open(ctx, cc, xdstest.Options{Node: c.node, Paused: true, Forget: true, Raw: true})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while opening
@@ -161,52 +160,22 @@ func (c *adsClient) handle(resp *xdstest.Response) error {
 	}
 	c.stats.responses[t].Add(1)
 	c.received = true
-	if resp.Err != nil {
-		// A real client would NACK; the benchmark wants to hear of it.
-		return fmt.Errorf("client %d: %w", c.id, resp.Err)
-	}
-	wanted := make(map[string]bool, len(c.subs[t]))
-	for _, n := range c.subs[t] {
-		wanted[n] = true
-	}
-	var next []string // the subscription of the next type
-	present := make(map[string]bool, len(resp.Resources))
+	var present []string // the names of a full-state response, whatever was asked
 	for _, res := range resp.Resources {
 		c.stats.bytes[t].Add(int64(len(res.Raw.GetValue())))
-		msg, name := res.Message, res.Name
-		present[name] = true
-		if !wanted[name] {
-			c.stats.ignored.Add(1)
-			continue
+		name, err := c.read(t, res.Raw, now)
+		if err != nil {
+			// A real client would NACK; the benchmark wants to hear of it.
+			return fmt.Errorf("client %d: %s: %w", c.id, typeOrder[t], err)
 		}
-		switch m := msg.(type) {
-		case *listener.Listener:
-			rc, err := routeName(m)
-			if err != nil {
-				return fmt.Errorf("client %d: listener %s: %w", c.id, name, err)
-			}
-			c.listenerRoute[name] = rc
-		case *route.RouteConfiguration:
-			c.routeClusters[name] = clustersOf(m)
-			if k := splitKey(m); k != c.routeSplit[name] {
-				c.routeSplit[name] = k
-				if k != "" {
-					c.obs.observe(c.id, k, now)
-				}
-			}
-		case *cluster.Cluster:
-			eds := m.GetEdsClusterConfig().GetServiceName()
-			if eds == "" {
-				eds = name
-			}
-			c.clusterEDS[name] = eds
-		case *endpoint.ClusterLoadAssignment:
-			c.updateCLA(name, m, now)
+		if t == 0 || t == 2 {
+			present = append(present, name)
 		}
 	}
 	// Listeners and clusters come whole in every response: one not in it
 	// is gone. Route configurations and load assignments stay until
 	// unsubscribed.
+	var next []string // the subscription of the next type
 	switch t {
 	case 0:
 		c.listenerRoute = keepOnly(c.listenerRoute, present)
@@ -235,6 +204,57 @@ func (c *adsClient) handle(resp *xdstest.Response) error {
 		c.obs.converged(c.id, now)
 	}
 	return nil
+}
+
+// read takes in one resource of type t and returns its name; a resource
+// the client did not ask for is counted and otherwise ignored.
+func (c *adsClient) read(t int, raw *anypb.Any, now time.Time) (string, error) {
+	b, err := unwrap(typeOrder[t], raw)
+	if err != nil {
+		return "", err
+	}
+	switch t {
+	case 0:
+		name, rc, err := readListener(b)
+		if err != nil {
+			return name, fmt.Errorf("listener %s: %w", name, err)
+		}
+		if c.wants(t, name) {
+			c.listenerRoute[name] = rc
+		}
+		return name, nil
+	case 1:
+		rc, err := readRouteConfig(b)
+		if err != nil || !c.wants(t, rc.name) {
+			return rc.name, err
+		}
+		c.routeClusters[rc.name] = rc.clusters
+		if rc.split != c.routeSplit[rc.name] {
+			c.routeSplit[rc.name] = rc.split
+			if rc.split != "" {
+				c.obs.observe(c.id, rc.split, now)
+			}
+		}
+		return rc.name, nil
+	case 2:
+		name, eds, err := readCluster(b)
+		if err == nil && c.wants(t, name) {
+			c.clusterEDS[name] = eds
+		}
+		return name, err
+	default:
+		return c.updateCLA(b, now)
+	}
+}
+
+// wants says whether the client subscribes to name of type t, and counts
+// what it does not.
+func (c *adsClient) wants(t int, name string) bool {
+	if _, ok := slices.BinarySearch(c.subs[t], name); ok {
+		return true
+	}
+	c.stats.ignored.Add(1)
+	return false
 }
 
 // complete says whether the client holds everything its listeners lead
@@ -318,26 +338,38 @@ func (c *adsClient) prune(t int) {
 	}
 }
 
-// updateCLA keeps the addresses of a ClusterLoadAssignment that take
-// traffic and tells the observer of each one new since the last: a change
-// has reached a client when the client would send the endpoint requests,
-// not merely when it lists it.
-func (c *adsClient) updateCLA(name string, cla *endpoint.ClusterLoadAssignment, now time.Time) {
-	old := c.clas[name]
-	cur := make(map[string]struct{}, len(old)+1)
-	for _, l := range cla.GetEndpoints() {
-		for _, lb := range l.GetLbEndpoints() {
-			addr := lb.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
-			if addr == "" || !takesTraffic(lb.GetHealthStatus()) {
-				continue
-			}
-			cur[addr] = struct{}{}
-			if _, had := old[addr]; !had {
-				c.obs.observe(c.id, addr, now)
-			}
+// updateCLA keeps the addresses of a ClusterLoadAssignment (as
+// marshalled) that take traffic, when the client asked for it, and tells
+// the observer of each one new since the last: a change has reached a
+// client when the client would send the endpoint requests, not merely
+// when it lists it. It returns the assignment's name.
+func (c *adsClient) updateCLA(b []byte, now time.Time) (string, error) {
+	addrs := c.addrs[:0]
+	defer func() {
+		clear(addrs) // they point into the response
+		c.addrs = addrs[:0]
+	}()
+	name, err := readLoadAssignment(b, func(addr []byte, health int32) {
+		if len(addr) > 0 && takesTraffic(core.HealthStatus(health)) {
+			addrs = append(addrs, addr)
 		}
+	})
+	if err != nil || !c.wants(3, name) {
+		return name, err
+	}
+	old := c.clas[name]
+	cur := make(map[string]struct{}, len(addrs))
+	for _, addr := range addrs {
+		if _, had := old[string(addr)]; had {
+			cur[string(addr)] = struct{}{}
+			continue
+		}
+		a := string(addr)
+		cur[a] = struct{}{}
+		c.obs.observe(c.id, a, now)
 	}
 	c.clas[name] = cur
+	return name, nil
 }
 
 // takesTraffic says whether grpc-go sends requests to an endpoint of this
@@ -348,9 +380,9 @@ func takesTraffic(h core.HealthStatus) bool {
 }
 
 // keepOnly drops from m the names missing from a full-state response.
-func keepOnly(m map[string]string, present map[string]bool) map[string]string {
+func keepOnly(m map[string]string, present []string) map[string]string {
 	for n := range m {
-		if !present[n] {
+		if !slices.Contains(present, n) {
 			delete(m, n)
 		}
 	}
@@ -368,38 +400,4 @@ func sortedValues(m map[string]string) []string {
 func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-// routeName reads the RDS name of an API listener's HttpConnectionManager.
-func routeName(l *listener.Listener) (string, error) {
-	a := l.GetApiListener().GetApiListener()
-	if a == nil {
-		return "", errors.New("not an API listener")
-	}
-	var m hcm.HttpConnectionManager
-	if err := a.UnmarshalTo(&m); err != nil {
-		return "", fmt.Errorf("decoding the HttpConnectionManager: %w", err)
-	}
-	name := m.GetRds().GetRouteConfigName()
-	if name == "" {
-		return "", errors.New("the HttpConnectionManager names no RDS route configuration")
-	}
-	return name, nil
-}
-
-// clustersOf lists the clusters a route configuration's routes lead to.
-func clustersOf(rc *route.RouteConfiguration) []string {
-	var out []string
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			a := r.GetRoute()
-			if c := a.GetCluster(); c != "" {
-				out = append(out, c)
-			}
-			for _, wc := range a.GetWeightedClusters().GetClusters() {
-				out = append(out, wc.GetName())
-			}
-		}
-	}
-	return sortedUnique(out)
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,7 +115,7 @@ func TestClientWaitsForEveryClusterEndpoints(t *testing.T) {
 			c := newADSClient(0, "bench-0", []string{host + ":7070"}, &sightings{}, &clientStats{})
 			c.wantEndpoints = 4
 			for name, health := range tc.clas {
-				c.updateCLA(name, loadAssignment(name, health), time.Now())
+				receiveCLA(t, c, name, health)
 			}
 			if got := c.holdsEveryEndpoint(); got != tc.want {
 				t.Fatalf("holdsEveryEndpoint = %v, want %v", got, tc.want)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
@@ -102,25 +101,6 @@ func routeKey(name string, weights []uint32) string {
 		b.WriteString(strconv.FormatUint(uint64(w), 10))
 	}
 	return b.String()
-}
-
-// splitKey is routeKey of what rc holds; "" when no route of it splits
-// traffic by weight.
-func splitKey(rc *route.RouteConfiguration) string {
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			wc := r.GetRoute().GetWeightedClusters().GetClusters()
-			if len(wc) == 0 {
-				continue
-			}
-			weights := make([]uint32, len(wc))
-			for i, c := range wc {
-				weights[i] = c.GetWeight().GetValue()
-			}
-			return routeKey(rc.GetName(), weights)
-		}
-	}
-	return ""
 }
 
 // expectedSplitKey is the key clients of svc hold once they have the

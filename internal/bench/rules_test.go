@@ -26,9 +26,9 @@ func TestSplitKey(t *testing.T) {
 		{"the first split counts", []*route.Route{single, split(80, 20), split(1, 99)}, "rc#80,20"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := &route.RouteConfiguration{Name: "rc", VirtualHosts: []*route.VirtualHost{{Routes: tc.routes}}}
-			if got := splitKey(rc); got != tc.want {
-				t.Fatalf("splitKey = %q, want %q", got, tc.want)
+			rc, err := readRouteConfig(mustMarshal(t, &route.RouteConfiguration{Name: "rc", VirtualHosts: []*route.VirtualHost{{Routes: tc.routes}}}))
+			if err != nil || rc.split != tc.want {
+				t.Fatalf("split = %q, %v; want %q", rc.split, err, tc.want)
 			}
 		})
 	}

@@ -35,6 +35,13 @@ type Options struct {
 	// (meshbench's thousands of clients would otherwise each hold every
 	// resource decoded).
 	Forget bool
+	// Raw leaves every resource as it came: a Response's Resources carry
+	// Raw and no Message (nor, on a state of the world stream, a Name,
+	// which only decoding finds), and its Err stays nil. For callers that
+	// read the few fields they need from the bytes themselves
+	// (meshbench's clients); it needs Forget, since a client holds
+	// resources by name.
+	Raw bool
 	// Wait bounds each wait of a TestClient; DefaultWait when zero.
 	Wait time.Duration
 }
@@ -95,6 +102,9 @@ var errClosed = errors.New("xdstest: the client was closed")
 func Open(ctx context.Context, cc grpc.ClientConnInterface, o Options) (*Client, error) {
 	if o.Node == nil {
 		return nil, errors.New("xdstest: Options.Node is required")
+	}
+	if o.Raw && !o.Forget {
+		return nil, errors.New("xdstest: Options.Raw needs Forget: a client holds resources by the names Raw leaves out")
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Client{opts: o, cancel: cancel, notify: make(chan struct{}, 1), done: make(chan struct{})}
@@ -218,13 +228,13 @@ func (c *Client) ReceiveInto(r *Response) error {
 		if err != nil {
 			return c.end(err)
 		}
-		decodeDelta(r, m, time.Now())
+		decodeDelta(r, m, time.Now(), c.opts.Raw)
 	} else {
 		m, err := c.sotw.Recv()
 		if err != nil {
 			return c.end(err)
 		}
-		decodeSotW(r, m, time.Now())
+		decodeSotW(r, m, time.Now(), c.opts.Raw)
 	}
 	c.mu.Lock()
 	c.state(r.TypeURL).nonce = r.Nonce

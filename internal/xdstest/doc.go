@@ -17,8 +17,9 @@
 //     caller calls Receive or ReceiveInto (one response) or Start (all of
 //     them), which is how a test makes a client that does not read and how
 //     a caller reads in its own goroutine (meshbench's clients, with
-//     Options.Forget and ReceiveInto, cost no more per response than a
-//     bare stream).
+//     Options.Forget, Options.Raw and ReceiveInto, cost no more per
+//     response than a bare stream: they read the fields they follow from
+//     the bytes).
 //   - Subscribe, Unsubscribe and SetSubscription change what the client
 //     asks for per type URL. On a state of the world stream every request
 //     names the whole subscription and carries the type's last ACKed

@@ -113,10 +113,17 @@ func typed[T proto.Message](res Resource, _ bool) T {
 	return m
 }
 
-// decodeSotW makes r the decoded m, read at now, reusing r's storage.
-func decodeSotW(r *Response, m *discovery.DiscoveryResponse, now time.Time) {
+// decodeSotW makes r the decoded m, read at now, reusing r's storage;
+// raw leaves the resources undecoded (Options.Raw).
+func decodeSotW(r *Response, m *discovery.DiscoveryResponse, now time.Time, raw bool) {
 	*r = Response{TypeURL: m.GetTypeUrl(), Version: m.GetVersionInfo(), Nonce: m.GetNonce(), SotW: m, Received: now,
 		Resources: slices.Grow(r.Resources[:0], len(m.GetResources()))}
+	if raw {
+		for _, a := range m.GetResources() {
+			r.Resources = append(r.Resources, Resource{Raw: a})
+		}
+		return
+	}
 	var errs []error
 	for _, a := range m.GetResources() {
 		res, err := decode(r.TypeURL, "", a)
@@ -129,14 +136,15 @@ func decodeSotW(r *Response, m *discovery.DiscoveryResponse, now time.Time) {
 	r.Err = errors.Join(errs...)
 }
 
-// decodeDelta is decodeSotW for a delta response.
-func decodeDelta(r *Response, m *discovery.DeltaDiscoveryResponse, now time.Time) {
+// decodeDelta is decodeSotW for a delta response. A delta resource's
+// name and version come apart from its bytes: raw keeps them.
+func decodeDelta(r *Response, m *discovery.DeltaDiscoveryResponse, now time.Time, raw bool) {
 	*r = Response{TypeURL: m.GetTypeUrl(), Version: m.GetSystemVersionInfo(), Nonce: m.GetNonce(), Delta: m, Received: now,
 		Removed: m.GetRemovedResources(), Resources: slices.Grow(r.Resources[:0], len(m.GetResources()))}
 	var errs []error
 	for _, dr := range m.GetResources() {
 		res := Resource{Name: dr.GetName(), Version: dr.GetVersion(), Raw: dr.GetResource()}
-		if dr.GetResource() != nil {
+		if dr.GetResource() != nil && !raw {
 			d, err := decode(r.TypeURL, dr.GetName(), dr.GetResource())
 			if err != nil {
 				errs = append(errs, err)

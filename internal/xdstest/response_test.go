@@ -44,7 +44,8 @@ func TestDecodeSotW(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Response{}
-			decodeSotW(r, &discovery.DiscoveryResponse{TypeUrl: tc.typeURL, Resources: []*anypb.Any{tc.res}}, time.Now())
+			m := &discovery.DiscoveryResponse{TypeUrl: tc.typeURL, Resources: []*anypb.Any{tc.res}}
+			decodeSotW(r, m, time.Now(), false)
 			res := r.Resources[0]
 			if res.Name != tc.want || (res.Message != nil) != tc.decoded || res.Raw != tc.res {
 				t.Errorf("resource %+v, want name %q, decoded %v", res, tc.want, tc.decoded)
@@ -54,6 +55,11 @@ func TestDecodeSotW(t *testing.T) {
 				t.Errorf("error %v", r.Err)
 			case tc.err != "" && (r.Err == nil || !strings.Contains(r.Err.Error(), tc.err)):
 				t.Errorf("error %v, want one saying %q", r.Err, tc.err)
+			}
+			// Raw: every resource as it came, nothing decoded, no error.
+			decodeSotW(r, m, time.Now(), true)
+			if len(r.Resources) != 1 || r.Resources[0] != (Resource{Raw: tc.res}) || r.Err != nil || r.TypeURL != tc.typeURL {
+				t.Errorf("raw: %+v, want the resource as it came alone and no error", r)
 			}
 		})
 	}
