@@ -72,14 +72,18 @@ func (s *Server) newProtocolServer() serverv3.Server {
 }
 
 // Register adds ADS (state of the world and delta) and the per-type
-// discovery services to g. Serve g on Listener's wrapper for Shed to
-// reach the clients.
+// discovery services to g, each stream's sends timed (sendtimeout.go).
+// Serve g on Listener's wrapper for Shed to reach the clients.
 func (s *Server) Register(g *grpc.Server) {
-	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{s.xds, s})
-	listenerservice.RegisterListenerDiscoveryServiceServer(g, ldsServer{s.xds, s})
-	routeservice.RegisterRouteDiscoveryServiceServer(g, rdsServer{s.xds, s})
-	clusterservice.RegisterClusterDiscoveryServiceServer(g, cdsServer{s.xds, s})
-	endpointservice.RegisterEndpointDiscoveryServiceServer(g, edsServer{s.xds, s})
+	for _, sd := range []*grpc.ServiceDesc{
+		&discovery.AggregatedDiscoveryService_ServiceDesc,
+		&listenerservice.ListenerDiscoveryService_ServiceDesc,
+		&routeservice.RouteDiscoveryService_ServiceDesc,
+		&clusterservice.ClusterDiscoveryService_ServiceDesc,
+		&endpointservice.EndpointDiscoveryService_ServiceDesc,
+	} {
+		g.RegisterService(s.guardStreams(sd), s.xds)
+	}
 }
 
 // open admits a new stream, or refuses it with a status the client gets
@@ -98,7 +102,7 @@ func (s *Server) open(ctx context.Context, id int64, delta bool) error {
 	}
 	k := streamKey{id, delta}
 	s.shed.add(ctx, k)
-	if g, ok := ctx.Value(streamGuardKey{}).(*streamGuard); ok {
+	if g, ok := ctx.Value(guardedStreamKey{}).(*guardedStream); ok {
 		g.key.Store(&k)
 	}
 	if s.opts.RequireIdentity {

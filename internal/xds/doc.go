@@ -144,10 +144,13 @@
 // 400 (limits.go), logged once per client and interval (clientlog.go).
 // A response that cannot be written within Options.StreamSendTimeout
 // (flow control exhausted: the client does not read) ends its stream
-// with DeadlineExceeded (sendtimeout.go); until then the client holds at
-// most one response per type, since a watch answers once and the next
-// waits for the client's next request, and other clients' pushes never
-// wait for it. A closed stream leaves no goroutine, client state or
+// with DeadlineExceeded (sendtimeout.go): each send arms a timer, which
+// costs no goroutine while it waits, and on expiry the timer writes the
+// status to grpc-go's transport stream, which fails the stuck send and
+// the stream's receive so that the handler returns; until then the
+// client holds at most one response per type, since a watch answers
+// once and the next waits for the client's next request, and other
+// clients' pushes never wait for it. A closed stream leaves no goroutine, client state or
 // watch behind, nor the delta responses built for it and never sent,
 // which the tracker holds weakly.
 //

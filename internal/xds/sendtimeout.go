@@ -3,15 +3,9 @@ package xds
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,91 +39,103 @@ func (e *sendTimeout) GRPCStatus() *status.Status {
 		"meshpilot: a response could not be sent within %v (--stream-send-timeout): the client does not read its stream", e.waited))
 }
 
-// streamGuard ends a stream whose response cannot be written within the
-// send timeout. A Send stuck on flow control returns only once the
-// stream ends, and go-control-plane ends a stream only when the client
-// does or the server stops, so the handler runs in a goroutine of its
-// own and the gRPC method returns the timeout without waiting for it:
-// grpc-go then ends the stream, which fails the stuck Send and the
-// handler's Recv, and the handler returns too.
-type streamGuard struct {
-	srv     *Server
-	timeout time.Duration
+// The send timeout needs no goroutine of its own: each stream's
+// grpc.ServerStream is wrapped once (guardedStream), and its SendMsg arms
+// a timer (time.AfterFunc, a goroutine only when it fires) for as long as
+// the send takes. A Send stuck on flow control waits in grpc-go for the
+// write quota of the stream, and nothing the handler's context can do
+// wakes it: cancelling a context derived from the stream's leaves the
+// stream's own untouched. Ending the stream does: the transport stream's
+// WriteStatus queues the status after the data under way and cancels the
+// stream, which fails the stuck Send and go-control-plane's Recv, and
+// the handler returns. That is what grpc-go does when a handler returns,
+// done from the timer instead; the status the handler then returns finds
+// the stream ended and is dropped.
+
+// guardStreams returns a copy of a service's description whose stream
+// handlers serve each stream through a guardedStream.
+func (s *Server) guardStreams(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
+	out := *sd
+	out.Streams = make([]grpc.StreamDesc, len(sd.Streams))
+	for i, d := range sd.Streams {
+		h := d.Handler
+		d.Handler = func(srv any, st grpc.ServerStream) error { return h(srv, s.guard(st)) }
+		out.Streams[i] = d
+	}
+	return &out
+}
+
+// guard wraps a stream; its context carries the wrapper, which
+// Server.open finds there.
+func (s *Server) guard(st grpc.ServerStream) *guardedStream {
+	g := &guardedStream{ServerStream: st, srv: s}
+	g.ctx = context.WithValue(st.Context(), guardedStreamKey{}, g)
+	return g
+}
+
+type guardedStreamKey struct{}
+
+// guardedStream is a stream whose sends are timed. SendMsg is called by
+// the handler's goroutine alone (go-control-plane sends from its
+// process loop); the timer's callback runs in a goroutine of its own.
+type guardedStream struct {
+	grpc.ServerStream
+	srv *Server
+	ctx context.Context
 	// key is go-control-plane's number, known once the stream is
 	// admitted (Server.open), for the log.
 	key atomic.Pointer[streamKey]
-
-	endCh chan struct{}
-	once  sync.Once
-	why   *sendTimeout // set before endCh closes
-
-	// ended is set before the method returns, so that the handler
-	// starts no Send after that; the one under way then, stuck on flow
-	// control, fails as soon as grpc-go ends the stream. go-control-plane
-	// sends from the handler's goroutine alone.
+	// ended is set once a send has timed out, so that the handler starts
+	// no Send after that.
 	ended atomic.Bool
 }
 
-// end ends the stream; the first timeout wins.
-func (g *streamGuard) end(why *sendTimeout) {
-	g.once.Do(func() {
-		g.why = why
-		close(g.endCh)
-	})
-}
+func (g *guardedStream) Context() context.Context { return g.ctx }
 
-// send writes a response, ending the stream if that takes longer than
-// the timeout.
-func (g *streamGuard) send(typeURL string, send func() error) error {
+var errStreamEnded = status.Error(codes.Canceled, "meshpilot: the stream has ended")
+
+// SendMsg writes a response, ending the stream if that takes longer than
+// the send timeout.
+func (g *guardedStream) SendMsg(m any) error {
 	if g.ended.Load() {
-		return status.Error(codes.Canceled, "meshpilot: the stream has ended")
+		return errStreamEnded
 	}
-	t := time.AfterFunc(g.timeout, func() { g.end(&sendTimeout{typeURL: typeURL, waited: g.timeout}) })
-	defer t.Stop()
-	return send()
-}
-
-// serve runs the handler until it returns or the stream is ended.
-func (g *streamGuard) serve(handler func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- handler() }()
-	select {
-	case err := <-done:
-		return err
-	case <-g.endCh:
-		g.ended.Store(true)
-		g.srv.sendTimedOut(g.key.Load(), g.why)
-		return g.why
-	}
-}
-
-type streamGuardKey struct{}
-
-// guardStream serves a stream through a guard: the handler gets the
-// stream with its Send timed and its context carrying the guard, which
-// Server.open finds there.
-func guardStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp],
-	handler func(grpc.BidiStreamingServer[Req, Resp]) error) error {
-	g := &streamGuard{srv: s, timeout: s.sendTimeout, endCh: make(chan struct{})}
-	w := &guardedStream[Req, Resp]{BidiStreamingServer: st, g: g, ctx: context.WithValue(st.Context(), streamGuardKey{}, g)}
-	return g.serve(func() error { return handler(w) })
-}
-
-// guardedStream is a stream whose Send goes through its guard.
-type guardedStream[Req, Resp any] struct {
-	grpc.BidiStreamingServer[Req, Resp]
-	g   *streamGuard
-	ctx context.Context
-}
-
-func (w *guardedStream[Req, Resp]) Context() context.Context { return w.ctx }
-
-func (w *guardedStream[Req, Resp]) Send(r *Resp) error {
 	typeURL := ""
-	if t, ok := any(r).(interface{ GetTypeUrl() string }); ok {
-		typeURL = t.GetTypeUrl()
+	if r, ok := m.(interface{ GetTypeUrl() string }); ok {
+		typeURL = r.GetTypeUrl()
 	}
-	return w.g.send(typeURL, func() error { return w.BidiStreamingServer.Send(r) })
+	t := time.AfterFunc(g.srv.sendTimeout, func() { g.timedOut(typeURL) })
+	defer t.Stop()
+	return g.ServerStream.SendMsg(m)
+}
+
+// statusWriter is what grpc-go's transport stream (in the stream's
+// context as its grpc.ServerTransportStream) offers to end a stream with
+// a status: grpc-go's own last call on every stream.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+// timedOut ends the stream whose send has waited the send timeout: the
+// first timeout wins. The log line comes first, so that it is written
+// before the stream closes.
+func (g *guardedStream) timedOut(typeURL string) {
+	if !g.ended.CompareAndSwap(false, true) {
+		return
+	}
+	why := &sendTimeout{typeURL: typeURL, waited: g.srv.sendTimeout}
+	g.srv.sendTimedOut(g.key.Load(), why)
+	if w, ok := grpc.ServerTransportStreamFromContext(g.ctx).(statusWriter); ok {
+		if err := w.WriteStatus(why.GRPCStatus()); err == nil {
+			return
+		}
+	}
+	// A transport stream that cannot be ended alone (none is known to
+	// grpc-go today): the connection goes, and the stream with it. Its
+	// client is the one that does not read.
+	if k := g.key.Load(); k != nil {
+		g.srv.shed.closeConnOf(*k)
+	}
 }
 
 // sendTimedOut logs and counts a stream ended by the send timeout.
@@ -147,71 +153,3 @@ func (s *Server) sendTimedOut(k *streamKey, e *sendTimeout) {
 // SendTimeouts returns how many streams were ended because a response
 // could not be sent within the send timeout.
 func (s *Server) SendTimeouts() uint64 { return s.sendTimeouts.Load() }
-
-// The gRPC services, each stream served through a guard: ADS and the
-// per-type streams of Envoy without ADS alike.
-
-type adsServer struct {
-	discovery.AggregatedDiscoveryServiceServer
-	s *Server
-}
-
-func (a adsServer) StreamAggregatedResources(st discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	return guardStream(a.s, st, a.AggregatedDiscoveryServiceServer.StreamAggregatedResources)
-}
-
-func (a adsServer) DeltaAggregatedResources(st discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	return guardStream(a.s, st, a.AggregatedDiscoveryServiceServer.DeltaAggregatedResources)
-}
-
-type ldsServer struct {
-	listenerservice.ListenerDiscoveryServiceServer
-	s *Server
-}
-
-func (l ldsServer) StreamListeners(st listenerservice.ListenerDiscoveryService_StreamListenersServer) error {
-	return guardStream(l.s, st, l.ListenerDiscoveryServiceServer.StreamListeners)
-}
-
-func (l ldsServer) DeltaListeners(st listenerservice.ListenerDiscoveryService_DeltaListenersServer) error {
-	return guardStream(l.s, st, l.ListenerDiscoveryServiceServer.DeltaListeners)
-}
-
-type rdsServer struct {
-	routeservice.RouteDiscoveryServiceServer
-	s *Server
-}
-
-func (r rdsServer) StreamRoutes(st routeservice.RouteDiscoveryService_StreamRoutesServer) error {
-	return guardStream(r.s, st, r.RouteDiscoveryServiceServer.StreamRoutes)
-}
-
-func (r rdsServer) DeltaRoutes(st routeservice.RouteDiscoveryService_DeltaRoutesServer) error {
-	return guardStream(r.s, st, r.RouteDiscoveryServiceServer.DeltaRoutes)
-}
-
-type cdsServer struct {
-	clusterservice.ClusterDiscoveryServiceServer
-	s *Server
-}
-
-func (c cdsServer) StreamClusters(st clusterservice.ClusterDiscoveryService_StreamClustersServer) error {
-	return guardStream(c.s, st, c.ClusterDiscoveryServiceServer.StreamClusters)
-}
-
-func (c cdsServer) DeltaClusters(st clusterservice.ClusterDiscoveryService_DeltaClustersServer) error {
-	return guardStream(c.s, st, c.ClusterDiscoveryServiceServer.DeltaClusters)
-}
-
-type edsServer struct {
-	endpointservice.EndpointDiscoveryServiceServer
-	s *Server
-}
-
-func (e edsServer) StreamEndpoints(st endpointservice.EndpointDiscoveryService_StreamEndpointsServer) error {
-	return guardStream(e.s, st, e.EndpointDiscoveryServiceServer.StreamEndpoints)
-}
-
-func (e edsServer) DeltaEndpoints(st endpointservice.EndpointDiscoveryService_DeltaEndpointsServer) error {
-	return guardStream(e.s, st, e.EndpointDiscoveryServiceServer.DeltaEndpoints)
-}

@@ -129,6 +129,17 @@ func (r *shedConns) remove(k streamKey) {
 	}
 }
 
+// closeConnOf closes the connection a stream is on, if Listener
+// accepted it.
+func (r *shedConns) closeConnOf(k streamKey) {
+	r.mu.Lock()
+	c := r.byStream[k]
+	r.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
 // SheddableConns lists the open connections that carry xDS streams, in
 // the order they were accepted.
 func (s *Server) SheddableConns() []SheddableConn {
