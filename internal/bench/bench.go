@@ -247,6 +247,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	w := newWorkload(kc, &cfg)
 	logf("writing %d services over %d namespaces, %d endpoints each, on %d nodes", cfg.Services, cfg.Namespaces, cfg.Endpoints, cfg.Nodes)
 	t0 := time.Now()
+	res.meter = newCPUMeter()
 	if err := w.setup(ctx); err != nil {
 		return nil, fmt.Errorf("writing the workload: %w", err)
 	}
@@ -276,8 +277,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			return nil, err
 		}
 	}
-	res.Setup = SetupResult{Writes: w.writes.Load() + remotes.writes(), Seconds: time.Since(t0).Seconds()}
-	logf("wrote %d objects in %.2fs", res.Setup.Writes, res.Setup.Seconds)
+	res.Setup = newSetupResult(w.writes.Load()+remotes.writes(), time.Since(t0), res.meter.lap())
+	logf("wrote %d objects in %.2fs (%.0f/s%s)", res.Setup.Writes, res.Setup.Seconds, res.Setup.WritesPerSecond, busiestNote(res.Setup.Processes))
 
 	if cfg.Replicas.Count > 1 {
 		res.Replicas, res.SyncSeconds, err = runReplicas(ctx, replicaRun{cfg: &cfg, kubeconfig: env.Kubeconfig, kc: kc,

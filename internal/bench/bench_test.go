@@ -93,6 +93,23 @@ func TestSmallRun(t *testing.T) {
 			t.Errorf("phase %s: CPU time went down", p.Name)
 		}
 	}
+	// The peak is the kernel's over the whole run, at least every phase's
+	// RSS; the sampled peak's split adds up to it.
+	pk := res.Peak
+	if pk.HWM < slices.MaxFunc(res.Phases, func(a, b Phase) int { return int(a.RSS - b.RSS) }).RSS ||
+		pk.SampledRSS <= 0 || pk.SampledRSS > pk.HWM || pk.SampledAnon+pk.SampledFile > pk.SampledRSS+(1<<20) {
+		t.Errorf("implausible peak %+v for phases %+v", pk, res.Phases)
+	}
+	// The API server and etcd worked during the setup, and every phase
+	// says what each process used in it, meshpilot's among them.
+	if res.Setup.WritesPerSecond <= 0 || cpuOf(res.Setup.Processes, "kube-apiserver") <= 0 || cpuOf(res.Setup.Processes, "etcd") <= 0 {
+		t.Errorf("setup: %+v, want a write rate and the CPU of kube-apiserver and etcd", res.Setup)
+	}
+	for _, p := range res.Phases {
+		if cpuOf(p.Processes, "meshpilot") < 0 || cpuOf(p.Processes, selfName) < 0 {
+			t.Errorf("phase %s: processes %+v, want meshpilot and %s", p.Name, p.Processes, selfName)
+		}
+	}
 	// Each client gets one response per type at least, EDS also at least
 	// one more during churn (changes close together may share a push).
 	for _, typ := range []string{"lds", "rds", "cds"} {
@@ -109,7 +126,7 @@ func TestSmallRun(t *testing.T) {
 
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)
-	for _, want := range []string{"converge (3 clients)", "churn (", "sync", "converged"} {
+	for _, want := range []string{"converge (3 clients)", "churn (", "sync", "converged", "peak RSS:", "cores used in", "kube-apiserver"} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
@@ -117,6 +134,17 @@ func TestSmallRun(t *testing.T) {
 	if t.Failed() {
 		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
 	}
+}
+
+// cpuOf is the CPU seconds of the processes named name, -1 when there
+// are none.
+func cpuOf(us []ProcessUsage, name string) float64 {
+	for _, u := range us {
+		if u.Name == name {
+			return u.CPUSeconds
+		}
+	}
+	return -1
 }
 
 func TestValidate(t *testing.T) {

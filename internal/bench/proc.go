@@ -54,8 +54,8 @@ type process struct {
 
 	sampleStop chan struct{}
 	sampleDone chan struct{}
-	mu         sync.Mutex // guards peakRSS
-	peakRSS    int64      // highest VmRSS sampled, bytes
+	mu         sync.Mutex // guards peak
+	peak       Usage      // the sample of highest VmRSS
 }
 
 func startProcess(bin string, args []string, logPath string) (*process, error) {
@@ -101,7 +101,9 @@ func (p *process) sample(interval time.Duration) {
 	for {
 		if u, err := readUsage(p.pid()); err == nil {
 			p.mu.Lock()
-			p.peakRSS = max(p.peakRSS, u.RSS)
+			if u.RSS > p.peak.RSS {
+				p.peak = u
+			}
 			p.mu.Unlock()
 		}
 		select {
@@ -114,10 +116,14 @@ func (p *process) sample(interval time.Duration) {
 	}
 }
 
-func (p *process) sampledPeakRSS() int64 {
+func (p *process) sampledPeakRSS() int64 { return p.sampledPeak().RSS }
+
+// sampledPeak is the sample of highest RSS so far, with its anon and file
+// split.
+func (p *process) sampledPeak() Usage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.peakRSS
+	return p.peak
 }
 
 // awaitReady polls url until it answers 200, the process exits or ctx ends.

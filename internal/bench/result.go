@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,10 +41,16 @@ type Result struct {
 	// Phases are meshpilot's usage after sync, after convergence, after
 	// the settle pause ("settled") and after churn; each phase's CPU time
 	// is its own.
-	Phases []Phase    `json:"phases"`
-	XDS    XDSTraffic `json:"xds"`
+	Phases []Phase `json:"phases"`
+	// Peak is meshpilot's highest memory over the run.
+	Peak PeakUsage  `json:"peak"`
+	XDS  XDSTraffic `json:"xds"`
 	// Seconds is the length of the whole run.
 	Seconds float64 `json:"seconds"`
+
+	// meter, when set, gives the setup and every phase the CPU time of
+	// each process of the run.
+	meter *cpuMeter
 }
 
 // Machine describes where the run happened.
@@ -58,6 +65,15 @@ type Machine struct {
 type SetupResult struct {
 	Writes  int64   `json:"writes"`
 	Seconds float64 `json:"seconds"`
+	// WritesPerSecond is Writes over Seconds.
+	WritesPerSecond float64 `json:"writes_per_second"`
+	// Processes are the CPU time and memory of the API servers, etcd and
+	// meshbench while they wrote: the busiest bounded the write rate.
+	Processes []ProcessUsage `json:"processes,omitempty"`
+}
+
+func newSetupResult(writes int64, took time.Duration, procs []ProcessUsage) SetupResult {
+	return SetupResult{Writes: writes, Seconds: took.Seconds(), WritesPerSecond: float64(writes) / took.Seconds(), Processes: procs}
 }
 
 // ConvergenceResult: per client, from its stream open to holding every
@@ -153,6 +169,22 @@ type Phase struct {
 	Harness Usage `json:"harness"`
 	// HarnessCPUDelta is meshbench's CPU time in this phase alone.
 	HarnessCPUDelta float64 `json:"harness_cpu_seconds_in_phase"`
+	// Processes are the CPU time and memory of every process of the run
+	// in this phase, meshpilot's among them.
+	Processes []ProcessUsage `json:"processes,omitempty"`
+}
+
+// PeakUsage is a process's highest memory so far.
+type PeakUsage struct {
+	// HWM is the kernel's own peak of RSS (VmHWM), in bytes: no sample
+	// misses it. The default workload's memory figure.
+	HWM int64 `json:"hwm_bytes"`
+	// SampledRSS is the highest RSS seen by sampling every 100 ms, and
+	// SampledAnon and SampledFile its split at that sample (the kernel
+	// keeps no peak of either).
+	SampledRSS  int64 `json:"sampled_rss_bytes"`
+	SampledAnon int64 `json:"sampled_anon_bytes"`
+	SampledFile int64 `json:"sampled_file_bytes"`
 }
 
 // XDSTraffic is what all clients received, by type.
@@ -171,8 +203,16 @@ func (r *Result) snapshot(p *process, name string) {
 	}
 	now := time.Now()
 	self, _ := readUsage(os.Getpid()) // /proc/self is there when the child's is
-	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: max(p.sampledPeakRSS(), u.RSS),
+	peak := p.sampledPeak()
+	if u.RSS > peak.RSS {
+		peak = u
+	}
+	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: peak.RSS,
 		At: now, WallSeconds: now.Sub(r.Started).Seconds(), Harness: self, HarnessCPUDelta: self.CPUSeconds}
+	r.Peak = PeakUsage{HWM: max(r.Peak.HWM, u.HWM), SampledRSS: peak.RSS, SampledAnon: peak.RSSAnon, SampledFile: peak.RSSFile}
+	if r.meter != nil {
+		ph.Processes = r.meter.lap()
+	}
 	if n := len(r.Phases); n > 0 {
 		prev := r.Phases[n-1]
 		ph.CPUDelta = cpuDelta(u.CPUSeconds, prev.CPUSeconds)
@@ -204,7 +244,8 @@ func (r *Result) WriteSummary(out io.Writer) {
 		fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
 	}
 	fmt.Fprintf(out, "machine: %d CPUs, %s, load %s at start\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg)
-	fmt.Fprintf(out, "setup: %d API writes in %.2f s; meshpilot ready in %.2f s\n", r.Setup.Writes, r.Setup.Seconds, r.SyncSeconds)
+	fmt.Fprintf(out, "setup: %d API writes in %.2f s (%.0f/s%s); meshpilot ready in %.2f s\n",
+		r.Setup.Writes, r.Setup.Seconds, r.Setup.WritesPerSecond, busiestNote(r.Setup.Processes), r.SyncSeconds)
 	if c.Clusters > 1 {
 		fmt.Fprintf(out, "clusters: %d, the same services in each (%d endpoints per hostname); every remote cluster's endpoints in meshpilot %.2f s after its start\n",
 			c.Clusters, c.Clusters*c.Endpoints, r.RemoteSyncSeconds)
@@ -249,7 +290,81 @@ func (r *Result) WriteSummary(out io.Writer) {
 			mib(p.RSS), mib(p.RSSAnon), mib(p.RSSFile), mib(p.HWM), p.Threads)
 	}
 	tw.Flush()
+	if pk := r.Peak; pk.HWM > 0 {
+		fmt.Fprintf(out, "meshpilot's peak RSS: %.1f MiB (VmHWM); sampled every 100 ms %.1f MiB, anon %.1f + file %.1f\n",
+			mib(pk.HWM), mib(pk.SampledRSS), mib(pk.SampledAnon), mib(pk.SampledFile))
+	}
 	r.writeHarnessCPU(out)
+	writeProcessTable(out, r)
 	fmt.Fprintf(out, "\nxDS responses received: LDS %d, RDS %d, CDS %d, EDS %d (EDS %.1f MiB of resources)\n\n",
 		r.XDS.Responses["lds"], r.XDS.Responses["rds"], r.XDS.Responses["cds"], r.XDS.Responses["eds"], mib(r.XDS.Bytes["eds"]))
+}
+
+// busiestNote names the busiest process of a span, for a line of the
+// summary: ", kube-apiserver 1.9 cores".
+func busiestNote(us []ProcessUsage) string {
+	b, ok := busiest(us)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(", %s busiest at %.1f cores", b.Name, b.Cores)
+}
+
+// writeProcessTable prints the cores each process of the run used in
+// the setup and in each phase, so that a slow phase shows its bottleneck.
+func writeProcessTable(out io.Writer, r *Result) {
+	type span struct {
+		name string
+		us   []ProcessUsage
+	}
+	spans := []span{{"setup", r.Setup.Processes}}
+	var names []string
+	add := func(us []ProcessUsage) {
+		for _, u := range us {
+			if !slices.Contains(names, u.Name) {
+				names = append(names, u.Name)
+			}
+		}
+	}
+	add(r.Setup.Processes)
+	for _, p := range r.Phases {
+		spans = append(spans, span{p.Name, p.Processes})
+		add(p.Processes)
+	}
+	if len(names) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "cores used in\t%s\t\n", strings.Join(names, "\t"))
+	for _, sp := range spans {
+		if len(sp.us) == 0 {
+			continue
+		}
+		fmt.Fprint(tw, sp.name)
+		for _, n := range names {
+			i := slices.IndexFunc(sp.us, func(u ProcessUsage) bool { return u.Name == n })
+			if i < 0 {
+				fmt.Fprint(tw, "\t-")
+				continue
+			}
+			fmt.Fprintf(tw, "\t%.2f", sp.us[i].Cores)
+		}
+		fmt.Fprintln(tw, "\t")
+	}
+	fmt.Fprint(tw, "peak RSS MiB")
+	last := r.Setup.Processes
+	if n := len(r.Phases); n > 0 {
+		last = r.Phases[n-1].Processes
+	}
+	for _, n := range names {
+		i := slices.IndexFunc(last, func(u ProcessUsage) bool { return u.Name == n })
+		if i < 0 {
+			fmt.Fprint(tw, "\t-")
+			continue
+		}
+		fmt.Fprintf(tw, "\t%.0f", mib(last[i].HWM))
+	}
+	fmt.Fprintln(tw, "\t")
+	tw.Flush()
 }
