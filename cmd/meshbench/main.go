@@ -117,6 +117,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		},
 	}
 	cmd.AddCommand(newIdleCommand())
+	cmd.AddCommand(newPlotRSSCommand())
 	f := cmd.Flags()
 	addReplicaFlags(f, &cfg.Replicas, &plotPath)
 	f.IntVar(&cfg.Services, "services", cfg.Services, "services to create")

@@ -61,11 +61,15 @@ type plotMark struct {
 
 // plotLine is a series drawn as polylines, broken at NaN values.
 type plotLine struct {
+	// legend is its entry in the legend; empty leaves it out.
 	legend string
 	// attrs are the polylines' own attributes, such as a class.
 	attrs  string
 	colour string
 	xs, ys []float64
+	// dots marks each point with a dot and its value, for lines of few
+	// points; each dot carries its data as data-x and data-y.
+	dots bool
 }
 
 // write draws the figure.
@@ -149,9 +153,29 @@ func (p *plotPanel) draw(b *strings.Builder, top, ph float64) {
 			seg = append(seg, fmt.Sprintf("%.1f,%.1f", px(x), py(l.ys[i])))
 		}
 		flush()
+		for i, x := range l.xs {
+			if !l.dots || math.IsNaN(l.ys[i]) {
+				continue
+			}
+			fmt.Fprintf(b, `<circle class="dot" data-x="%g" data-y="%.1f" cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n",
+				x, l.ys[i], px(x), py(l.ys[i]), l.colour)
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%.0f</text>`+"\n", px(x), py(l.ys[i])-9, l.colour, l.ys[i])
+		}
+		if l.legend == "" {
+			continue
+		}
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n",
 			plotWidth-plotRight+16, ly, plotWidth-plotRight+40, ly, l.colour)
-		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", plotWidth-plotRight+46, ly+4, html.EscapeString(l.legend))
+		// A legend of several lines takes a line each, under its
+		// sample.
+		fmt.Fprintf(b, `<text x="%d" y="%d">`, plotWidth-plotRight+46, ly+4)
+		for i, text := range strings.Split(l.legend, "\n") {
+			if i > 0 {
+				ly += 14
+			}
+			fmt.Fprintf(b, `<tspan x="%d" y="%d">%s</tspan>`, plotWidth-plotRight+46, ly+4, html.EscapeString(text))
+		}
+		b.WriteString("</text>\n")
 		ly += 20
 	}
 	if bd := p.band; bd != nil {

@@ -149,11 +149,33 @@ meshpilot_xds_clients_total 1000
 func svgSeries(t *testing.T, svg []byte) (series map[string]int, texts int) {
 	t.Helper()
 	series = map[string]int{}
+	for _, el := range svgElements(t, svg) {
+		if el.name == "text" {
+			texts++
+		}
+		if el.name == "polyline" && el.attrs["data-series"] != "" {
+			series[el.attrs["data-series"]]++
+		}
+	}
+	return series, texts
+}
+
+// svgElement is an element of an SVG: its name and attributes.
+type svgElement struct {
+	name  string
+	attrs map[string]string
+}
+
+// svgElements parses an SVG, failing the test when it is not well-formed,
+// and returns its elements in order.
+func svgElements(t *testing.T, svg []byte) []svgElement {
+	t.Helper()
+	var out []svgElement
 	dec := xml.NewDecoder(bytes.NewReader(svg))
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			return series, texts
+			return out
 		}
 		if err != nil {
 			t.Fatalf("the SVG is not well-formed XML: %v\n%s", err, svg)
@@ -162,14 +184,11 @@ func svgSeries(t *testing.T, svg []byte) (series map[string]int, texts int) {
 		if !ok {
 			continue
 		}
-		if se.Name.Local == "text" {
-			texts++
-		}
+		el := svgElement{name: se.Name.Local, attrs: map[string]string{}}
 		for _, a := range se.Attr {
-			if se.Name.Local == "polyline" && a.Name.Local == "data-series" {
-				series[a.Value]++
-			}
+			el.attrs[a.Name.Local] = a.Value
 		}
+		out = append(out, el)
 	}
 }
 
