@@ -40,9 +40,12 @@ func benchModel(services, eps int) *model.Store {
 // benchClient is an in-process client of the cache: one EDS watch, ACKed
 // after each response as the gRPC server would.
 type benchClient struct {
-	sub stream.Subscription
-	req *discovery.DiscoveryRequest
-	ch  chan cache.Response
+	// held is the latest response, whose resources the client holds (and
+	// so the cache keeps), as the server's client state does.
+	held cache.Response
+	sub  stream.Subscription
+	req  *discovery.DiscoveryRequest
+	ch   chan cache.Response
 }
 
 func (c *benchClient) watch(b *testing.B, s *Server) {
@@ -74,6 +77,7 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 		c.watch(b, s)
 		r := <-c.ch
 		c.sub.SetReturnedResources(r.GetReturnedResources())
+		c.held = r
 		c.req = &discovery.DiscoveryRequest{Node: c.req.Node, TypeUrl: EndpointType, ResourceNames: names, ResponseNonce: "1", VersionInfo: r.GetResponseVersion()}
 		c.watch(b, s)
 		cs[i] = c
@@ -101,6 +105,7 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 				b.Fatalf("got %d resources", len(out.GetResources()))
 			}
 			c.sub.SetReturnedResources(r.GetReturnedResources())
+			c.held = r
 			c.watch(b, s)
 		}
 	}

@@ -1,7 +1,11 @@
 package xds
 
 import (
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"weak"
 
 	"github.com/cespare/xxhash/v2"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -21,7 +25,13 @@ const absent = "-"
 // client that gets it. Its version is a hash of its bytes, so a
 // regeneration that yields the same bytes yields the same version and
 // nobody is sent anything. Immutable once built, except for the cache's
-// bookkeeping (set), which the cache's owner's lock guards.
+// bookkeeping (deps on reuse, slot), which the cache's owner's lock
+// guards.
+//
+// Whoever holds a pointer to an entry holds the resource: the responses
+// being sent and the client state of the streams it was sent to
+// (clients.go). The cache itself holds entries weakly (slot), so that an
+// entry nobody holds is garbage, bytes and all.
 type entry struct {
 	name    string
 	version string
@@ -29,10 +39,9 @@ type entry struct {
 	delta   *discovery.Resource // the delta form, shared too
 	// deps are the model keys it was built from (Result.Deps).
 	deps []model.ConfigKey
-	// set and variant place a cached entry in the cache; set is nil for
-	// an entry that is not cached (an absent resource).
-	set     *entrySet
-	variant variant
+	// slot places a cached entry in the cache; nil for an entry that is
+	// not cached (an absent resource).
+	slot *slot
 }
 
 func (e *entry) exists() bool { return e != nil && e.any != nil }
@@ -55,18 +64,38 @@ func newEntry(typeURL, name string, m proto.Message, deps []model.ConfigKey) (*e
 	return e, nil
 }
 
-// entrySet holds the variants of one resource name of one type: one entry
+// slot is the cache's record of one cached entry: where it is filed and
+// a weak pointer to it. The cache keeps an entry only while something
+// else holds it (a client it was sent to, a response on its way): when
+// the last holder lets go, the garbage collector frees the entry and
+// the cache forgets its slot (collect, sweep). The next ask regenerates
+// it, with the same bytes and so the same version if nothing changed:
+// no client is sent anything again.
+type slot struct {
+	e       weak.Pointer[entry]
+	set     *entrySet
+	variant variant
+	// deps are the keys it is filed under in byDep while indexed. A
+	// slot that is not indexed is stale: a push changed one of its keys.
+	// It stays in its set while its entry lives (clients still hold the
+	// old version), so that a regeneration with the same bytes reuses
+	// the entry those clients hold instead of keeping a second copy.
+	deps    []model.ConfigKey
+	indexed bool
+}
+
+// entrySet holds the variants of one resource name of one type: one slot
 // per distinct value of the facts the generator said the resource varies
 // by (Result.Vary). Most resources vary by nothing and have one.
 type entrySet struct {
 	typ  int
 	name string
 	vary Vary
-	one  *entry             // the only variant, while there is one
-	many map[variant]*entry // every variant, once there are more
+	one  *slot             // the only variant, while there is one
+	many map[variant]*slot // every variant, once there are more
 }
 
-func (s *entrySet) get(v variant) *entry {
+func (s *entrySet) get(v variant) *slot {
 	if s.many != nil {
 		return s.many[v]
 	}
@@ -76,63 +105,78 @@ func (s *entrySet) get(v variant) *entry {
 	return nil
 }
 
-func (s *entrySet) put(e *entry) {
+func (s *entrySet) put(sl *slot) {
 	switch {
 	case s.many != nil:
-		s.many[e.variant] = e
-	case s.one == nil || s.one.variant == e.variant:
-		s.one = e
+		s.many[sl.variant] = sl
+	case s.one == nil || s.one.variant == sl.variant:
+		s.one = sl
 	default:
-		s.many = map[variant]*entry{s.one.variant: s.one, e.variant: e}
+		s.many = map[variant]*slot{s.one.variant: s.one, sl.variant: sl}
 		s.one = nil
 	}
 }
 
-func (s *entrySet) remove(e *entry) {
+// remove takes sl out of the set, unless another slot took its place.
+func (s *entrySet) remove(sl *slot) {
 	if s.many != nil {
-		delete(s.many, e.variant)
-	} else if s.one == e {
+		if s.many[sl.variant] == sl {
+			delete(s.many, sl.variant)
+		}
+	} else if s.one == sl {
 		s.one = nil
 	}
 }
 
 func (s *entrySet) empty() bool { return s.one == nil && len(s.many) == 0 }
 
-func (s *entrySet) each(f func(*entry)) {
+func (s *entrySet) each(f func(*slot)) {
 	if s.one != nil {
 		f(s.one)
 	}
-	for _, e := range s.many {
-		f(e)
+	for _, sl := range s.many {
+		f(sl)
 	}
 }
 
 // resourceCache holds the generated resources of every type by name and
 // client variant, and finds them by the model keys they were built from.
 // Generation happens on a miss, so a resource costs nothing until a client
-// asks for it, and a change drops exactly what was built from it.
+// asks for it; a change drops exactly what was built from it; and a
+// resource no client holds any more is dropped too (slot).
 //
 // Not safe for concurrent use: its owner (Server.mu) serialises every
-// call.
+// call. Only collect, which the garbage collector's cleanups call, runs
+// outside it.
 type resourceCache struct {
 	gens []Generator
 	// byName holds, per type (the generator's index), the resources by
 	// name.
 	byName []map[string]*entrySet
-	// byDep finds the cached entries built from a model key.
-	byDep map[model.ConfigKey]map[*entry]struct{}
+	// byDep finds the slots of the cached entries built from a model key.
+	byDep map[model.ConfigKey]map[*slot]struct{}
 	// marshals counts the resources marshalled (Stats.Marshals).
 	marshals uint64
 	// onError is told of a resource that cannot be marshalled.
 	onError func(typ ResourceType, name string, err error)
+
+	// collectedMu guards collected: the slots of entries the garbage
+	// collector freed, which the next call under the owner's lock
+	// forgets (sweep). A cleanup does not take the owner's lock itself:
+	// a push holds it for long, and cleanups of the whole process wait
+	// for one another.
+	collectedMu sync.Mutex
+	collected   []*slot
+	swept       atomic.Bool // true when collected is empty
 }
 
 func newResourceCache(gens []Generator, onError func(ResourceType, string, error)) *resourceCache {
-	c := &resourceCache{gens: gens, byDep: map[model.ConfigKey]map[*entry]struct{}{}, onError: onError}
+	c := &resourceCache{gens: gens, byDep: map[model.ConfigKey]map[*slot]struct{}{}, onError: onError}
 	c.byName = make([]map[string]*entrySet, len(gens))
 	for i := range c.byName {
 		c.byName[i] = map[string]*entrySet{}
 	}
+	c.swept.Store(true)
 	return c
 }
 
@@ -141,10 +185,17 @@ func newResourceCache(gens []Generator, onError func(ResourceType, string, error
 // designates nothing costs a generation, not memory), but its entry still
 // carries the keys that would make it appear.
 func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
+	c.sweep()
 	set := c.byName[typ][name]
+	var stale *entry
 	if set != nil {
-		if e := set.get(set.vary.of(cl)); e != nil {
-			return e
+		if sl := set.get(set.vary.of(cl)); sl != nil {
+			if e := sl.e.Value(); e != nil {
+				if sl.indexed {
+					return e
+				}
+				stale = e
+			}
 		}
 	}
 	gen := c.gens[typ]
@@ -160,13 +211,19 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 	if !e.exists() {
 		return e
 	}
+	if stale != nil && stale.version == e.version && r.Vary&^set.vary == 0 {
+		// The clients that hold the old entry and those that ask now
+		// share one copy of the same bytes.
+		stale.deps = e.deps
+		c.index(stale.slot, stale.deps)
+		return stale
+	}
 	if set == nil || r.Vary&^set.vary != 0 {
 		// New, or a client's result varies by a fact the name's variants
 		// are not told apart by (one namespace's rule varies by client
 		// kind, another's does not): the set is rebuilt to tell them
 		// apart by every fact any result named, so that no variant
-		// evicts another. It narrows again only when a change of a key
-		// drops it.
+		// evicts another. It narrows again only when its entries go.
 		vary := r.Vary
 		if set != nil {
 			vary |= set.vary
@@ -175,71 +232,128 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 		set = &entrySet{typ: typ, name: name, vary: vary}
 		c.byName[typ][name] = set
 	}
-	e.set, e.variant = set, set.vary.of(cl)
-	set.put(e)
-	for _, k := range e.deps {
-		m := c.byDep[k]
-		if m == nil {
-			m = map[*entry]struct{}{}
-			c.byDep[k] = m
-		}
-		m[e] = struct{}{}
+	sl := &slot{e: weak.Make(e), set: set, variant: set.vary.of(cl)}
+	e.slot = sl
+	if old := set.get(sl.variant); old != nil {
+		c.unindex(old) // a stale variant, or one whose entry is gone
 	}
+	set.put(sl)
+	c.index(sl, e.deps)
+	runtime.AddCleanup(e, c.collect, sl)
 	return e
 }
 
-// drop forgets every entry built from k; they are regenerated when next
-// asked for.
-func (c *resourceCache) drop(k model.ConfigKey) {
-	for e := range c.byDep[k] {
-		c.remove(e)
+func (c *resourceCache) index(sl *slot, deps []model.ConfigKey) {
+	sl.deps, sl.indexed = deps, true
+	for _, k := range deps {
+		m := c.byDep[k]
+		if m == nil {
+			m = map[*slot]struct{}{}
+			c.byDep[k] = m
+		}
+		m[sl] = struct{}{}
 	}
 }
 
-// dropAll forgets everything.
+// drop makes every entry built from k stale: it is regenerated when
+// next asked for.
+func (c *resourceCache) drop(k model.ConfigKey) {
+	for sl := range c.byDep[k] {
+		c.unindex(sl)
+	}
+}
+
+// dropAll makes everything stale.
 func (c *resourceCache) dropAll() {
-	for i := range c.byName {
-		clear(c.byName[i])
+	for _, byName := range c.byName {
+		for _, set := range byName {
+			set.each(func(sl *slot) { sl.deps, sl.indexed = nil, false })
+		}
 	}
 	clear(c.byDep)
 }
 
+// dropSet forgets a set that is being replaced.
 func (c *resourceCache) dropSet(set *entrySet) {
-	set.each(c.remove)
-}
-
-// remove takes a cached entry out of its set and out of the dependency
-// index.
-func (c *resourceCache) remove(e *entry) {
-	set := e.set
-	if set == nil {
-		return
-	}
-	c.unindex(e)
-	set.remove(e)
-	if set.empty() && c.byName[set.typ][set.name] == set {
+	set.each(c.unindex)
+	if c.byName[set.typ][set.name] == set {
 		delete(c.byName[set.typ], set.name)
 	}
 }
 
-func (c *resourceCache) unindex(e *entry) {
-	for _, k := range e.deps {
+// unindex takes a slot out of the dependency index.
+func (c *resourceCache) unindex(sl *slot) {
+	if !sl.indexed {
+		return
+	}
+	for _, k := range sl.deps {
 		if m := c.byDep[k]; m != nil {
-			delete(m, e)
+			delete(m, sl)
 			if len(m) == 0 {
 				delete(c.byDep, k)
 			}
 		}
 	}
+	sl.deps, sl.indexed = nil, false
 }
 
-// len counts the cached entries.
+// collect is the cleanup of a cached entry: the garbage collector freed
+// it, nobody held it any more. Called on the runtime's cleanup goroutine.
+func (c *resourceCache) collect(sl *slot) {
+	c.collectedMu.Lock()
+	c.collected = append(c.collected, sl)
+	c.swept.Store(false)
+	c.collectedMu.Unlock()
+}
+
+// sweep forgets the slots of the entries the garbage collector freed.
+func (c *resourceCache) sweep() {
+	if c.swept.Load() {
+		return
+	}
+	c.collectedMu.Lock()
+	collected := c.collected
+	c.collected = nil
+	c.swept.Store(true)
+	c.collectedMu.Unlock()
+	for _, sl := range collected {
+		c.unindex(sl)
+		set := sl.set
+		set.remove(sl)
+		if set.empty() && c.byName[set.typ][set.name] == set {
+			delete(c.byName[set.typ], set.name)
+		}
+	}
+}
+
+// len counts the cached entries that are current (no push changed their
+// keys since they were built) and held.
 func (c *resourceCache) len() int {
+	c.sweep()
 	n := 0
 	for _, byName := range c.byName {
 		for _, set := range byName {
-			set.each(func(*entry) { n++ })
+			set.each(func(sl *slot) {
+				if sl.indexed && sl.e.Value() != nil {
+					n++
+				}
+			})
 		}
+	}
+	return n
+}
+
+// held counts the entries of a resource name of a type that the cache
+// still has (current or stale), for tests.
+func (c *resourceCache) held(typ int, name string) int {
+	c.sweep()
+	n := 0
+	if set := c.byName[typ][name]; set != nil {
+		set.each(func(sl *slot) {
+			if sl.e.Value() != nil {
+				n++
+			}
+		})
 	}
 	return n
 }

@@ -76,17 +76,64 @@ type TypeSync struct {
 	Status string `json:"status"`
 
 	// pending is the latest response sent, with what caused it and what
-	// the client holds once it ACKs it; held is what it ACKed last.
+	// the client holds once it ACKs it; held is what it ACKed last. Both
+	// hold their entries in the resource cache (cache.go): what a client
+	// was sent and may still hold stays cached, and only that.
 	pending *sentResponse
-	held    []*anypb.Any
+	held    []*entry
+}
+
+// letGoUnsubscribed drops, from what the stream holds of the type, the
+// resources it no longer subscribes to, so that they leave the cache
+// when no other client holds them, without waiting for the next response
+// (which may never come: nothing else of the type need change). A
+// wildcard subscription holds whatever it was sent.
+func (ts *TypeSync) letGoUnsubscribed() {
+	if ts.Wildcard {
+		return
+	}
+	ts.held = subscribedOnly(ts.held, ts.Subscribed)
+	if ts.pending != nil {
+		ts.pending.resources = subscribedOnly(ts.pending.resources, ts.Subscribed)
+	}
+}
+
+// subscribedOnly returns the entries named in subscribed (sorted): es
+// itself when that is all of them, else a copy, since responses share
+// their lists.
+func subscribedOnly(es []*entry, subscribed []string) []*entry {
+	keep := 0
+	for _, e := range es {
+		if _, ok := slices.BinarySearch(subscribed, e.name); ok {
+			keep++
+		}
+	}
+	if keep == len(es) {
+		return es
+	}
+	out := make([]*entry, 0, keep)
+	for _, e := range es {
+		if _, ok := slices.BinarySearch(subscribed, e.name); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func anys(es []*entry) []*anypb.Any {
+	out := make([]*anypb.Any, len(es))
+	for i, e := range es {
+		out[i] = e.any
+	}
+	return out
 }
 
 // sentResponse is what the server remembers of the latest response of a
 // type on a stream until the client answers it.
 type sentResponse struct {
 	Sent
-	change    time.Time    // push.Request.Start of the push that caused it; zero if none
-	resources []*anypb.Any // everything the client holds of the type after it
+	change    time.Time // push.Request.Start of the push that caused it; zero if none
+	resources []*entry  // everything the client holds of the type after it
 }
 
 func (ts *TypeSync) status() string {
@@ -283,6 +330,7 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 	}
 	ts := ci.typeSync(typ)
 	first := ts.LastSent == nil && len(ts.Subscribed) == 0 && !ts.Wildcard
+	unsubscribed := false // the subscription may have lost names
 	if delta {
 		set := map[string]struct{}{}
 		for _, n := range ts.Subscribed {
@@ -298,6 +346,7 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") ||
 			(ts.Wildcard && !slices.Contains(unsubscribe, "*"))
 		ts.Subscribed = slices.Sorted(maps.Keys(set))
+		unsubscribed = len(unsubscribe) > 0
 	} else {
 		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") || (ts.Wildcard && len(names) == 0)
 		// An ACK usually repeats the names: then nothing is copied.
@@ -305,10 +354,14 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 			sub := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "*" })
 			slices.Sort(sub)
 			ts.Subscribed = sub
+			unsubscribed = true
 		}
 	}
 	// gRPC clients never get everything: an empty list means nothing.
 	ts.Wildcard = ts.Wildcard && !ci.GRPC
+	if unsubscribed {
+		ts.letGoUnsubscribed()
+	}
 	res := requestResult{nodeID: ci.NodeID, subscribed: len(ts.Subscribed)}
 	var ack, nack bool
 	var sinceChange time.Duration
@@ -320,12 +373,15 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 			ci.LastNACK = errDetail.GetMessage()
 		} else {
 			ack = true
-			ts.LastACK = &p.Sent // p is never changed again
+			ts.LastACK = &p.Sent // p's Sent is never changed again
 			ts.held = p.resources
 			if !p.change.IsZero() {
 				sinceChange = now.Sub(p.change)
 			}
 		}
+		// LastSent and LastACK point into p: what it held must not stay
+		// held through them (a NACKed response is not held at all).
+		p.resources = nil
 		ts.pending = nil
 	} else if errDetail != nil && nonce != "" {
 		// A NACK of an older response (or of one sent before this
@@ -385,7 +441,7 @@ func (c *clientTracker) sotwSent(ctx context.Context, id int64, out *discovery.D
 // A response whose stream closes before it is sent is never taken: its
 // entry goes once the response is garbage, so that streams that come
 // and go leave nothing behind, however fast.
-func (c *clientTracker) deltaBuilt(out *discovery.DeltaDiscoveryResponse, change time.Time, holds []*anypb.Any) {
+func (c *clientTracker) deltaBuilt(out *discovery.DeltaDiscoveryResponse, change time.Time, holds []*entry) {
 	k := weak.Make(out)
 	c.mu.Lock()
 	c.deltaSent[k] = &sentResponse{Sent: Sent{Time: time.Now()}, change: change, resources: holds}
@@ -468,7 +524,7 @@ func (s *Server) ConfigDump(nodeID string) []ClientConfig {
 		cc := ClientConfig{ClientInfo: ci.clone(), Resources: map[string][]*anypb.Any{}}
 		for typ, ts := range ci.Types {
 			if ts.LastACK != nil {
-				cc.Resources[typ] = ts.held
+				cc.Resources[typ] = anys(ts.held)
 			}
 		}
 		out = append(out, cc)

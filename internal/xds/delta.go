@@ -7,7 +7,6 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // CreateDeltaWatch implements go-control-plane's cache.ConfigWatcher for
@@ -32,14 +31,14 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *deltaRes
 	}
 	var res []*discovery.Resource
 	var removed []string
-	var holds []*anypb.Any
+	var holds []*entry
 	covered := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		covered[n] = struct{}{}
 		e := s.resource(w.typ, &w.client, n, deps)
 		prev, had := returned[n]
 		if e.exists() {
-			holds = append(holds, e.any)
+			holds = append(holds, e)
 		}
 		switch {
 		case e.exists() && prev != e.version:

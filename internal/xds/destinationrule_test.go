@@ -190,7 +190,7 @@ func TestVariantsThatVaryDifferently(t *testing.T) {
 		{Namespace: "team-a", Name: "r", Host: svc.Hostname, Policy: &model.TrafficPolicy{LoadBalancer: model.LBRandom}},
 		{Namespace: "team-b", Name: "r", Host: svc.Hostname, Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest}},
 	}
-	m := &servedModel{NewServer(Options{Discovery: st, Policies: model.NewStaticPolicies("istio-system", rules)})}
+	m := &servedModel{s: NewServer(Options{Discovery: st, Policies: model.NewStaticPolicies("istio-system", rules)})}
 	name := model.ClusterName(7070, "", svc.Hostname)
 	type asker struct {
 		namespace string

@@ -125,8 +125,17 @@
 // (watches.go), so a push drops and resends exactly what was built from
 // the changed keys. A cached resource stays as the last push left it
 // until a push changes one of its keys, even when the model moved on in
-// between (a removal held back by the debouncer, say). The version of a resource is a hash of its
-// bytes, so regenerating unchanged content sends nothing; the version of a
+// between (a removal held back by the debouncer, say), and only while a
+// client holds it: the cache holds resources weakly, and a client holds
+// what it was sent until it is sent a newer version, unsubscribes or
+// closes its stream (the client state below, and responses on their
+// way); a REST request holds nothing once answered. When the last
+// holder lets go the garbage collector frees the resource, bytes and
+// all, and the cache forgets it. The version of a resource is a hash of its
+// bytes, so regenerating unchanged content sends nothing (a resource
+// asked for again after it went, or rebuilt by a push, is the same
+// version, and a push that rebuilds it unchanged keeps the one copy its
+// clients hold); the version of a
 // response starts with a per-process prefix, so versions differ across
 // restarts. What a client holds is go-control-plane's per-stream
 // subscription state (names and versions last sent), so a NACKed version

@@ -82,7 +82,7 @@ func TestClusterLocalEndpoints(t *testing.T) {
 			client: "cluster-c", want: ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			m := &servedModel{NewServer(Options{Discovery: st, Mesh: meshWithClusterLocal(tc.clusterLocal...)})}
+			m := &servedModel{s: NewServer(Options{Discovery: st, Mesh: meshWithClusterLocal(tc.clusterLocal...)})}
 			for _, grpc := range []bool{true, false} {
 				c := Client{Namespace: "default", GRPC: grpc, ClusterID: tc.client}
 				cla := m.endpoints(t, c, model.ClusterName(80, "", svc.Hostname))

@@ -78,7 +78,7 @@ func TestMeshLocalityLB(t *testing.T) {
 			} else {
 				policies.set()
 			}
-			m := &servedModel{NewServer(Options{Discovery: st, Mesh: mesh, Policies: policies})}
+			m := &servedModel{s: NewServer(Options{Discovery: st, Mesh: mesh, Policies: policies})}
 			c := Client{Namespace: "default", GRPC: true, Locality: model.ParseLocality(tc.client)}
 			cla := m.endpoints(t, c, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(cla); err != nil {
@@ -174,7 +174,7 @@ func TestLocalityVariantsShared(t *testing.T) {
 			&model.DestinationRule{Namespace: "default", Name: "spread", Host: spread.Hostname, Policy: tc.policy},
 			&model.DestinationRule{Namespace: "default", Name: "single", Host: single.Hostname, Policy: tc.policy},
 		)
-		m := &servedModel{NewServer(Options{Discovery: st, Policies: policies})}
+		m := &servedModel{s: NewServer(Options{Discovery: st, Policies: policies})}
 		for i := range 10 {
 			c := Client{Namespace: "default", GRPC: true, Locality: model.Locality{Region: []string{"r1", "r2"}[i%2]}}
 			first := m.endpoints(t, c, model.ClusterName(80, "", spread.Hostname)).GetEndpoints()[0]

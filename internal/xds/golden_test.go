@@ -286,7 +286,7 @@ func TestGolden(t *testing.T) {
 		if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 			t.Fatal(err)
 		}
-		g := &servedModel{NewServer(Options{
+		g := &servedModel{s: NewServer(Options{
 			Discovery: loadModel(t, &in, model.DefaultDomainSuffix),
 			Policies:  loadPolicies(t, &in, model.DefaultDomainSuffix),
 			Routes:    loadRoutes(t, &in, model.DefaultDomainSuffix),

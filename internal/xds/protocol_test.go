@@ -549,7 +549,7 @@ func TestDisconnectLeavesNoState(t *testing.T) {
 	awaitStats(t, ts.Server, func(s Stats) bool { return s.Resources == 0 }, "no resources")
 }
 
-func awaitStats(t *testing.T, s *Server, ok func(Stats) bool, what string) {
+func awaitStats(t testing.TB, s *Server, ok func(Stats) bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !ok(s.Stats()) {

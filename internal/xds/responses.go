@@ -8,7 +8,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // sotwResponse is a state-of-the-world response whose resources are the
@@ -19,10 +18,11 @@ type sotwResponse struct {
 	returned map[string]string
 	// change is when the model change that caused the response reached
 	// meshpilot (zero if none); holds is every resource of the type the
-	// client holds once it accepts the response. Both reach the send
-	// callback through GetContext.
+	// client holds once it accepts the response, which keeps them cached
+	// while the response is on its way. Both reach the send callback
+	// through GetContext.
 	change time.Time
-	holds  []*anypb.Any
+	holds  []*entry
 }
 
 var _ cache.Response = (*sotwResponse)(nil)

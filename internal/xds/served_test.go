@@ -15,10 +15,16 @@ import (
 // servedModel answers for one client exactly as the server answers a
 // request: through the server's resource cache and generators, so that
 // what a test checks is what is served.
-type servedModel struct{ s *Server }
+// servedModel asks a Server for resources as its clients would, and
+// like them holds what it gets: the cache keeps a resource only while
+// some client holds it.
+type servedModel struct {
+	s    *Server
+	held []*entry
+}
 
 func serve(d model.ServiceDiscovery) *servedModel {
-	return &servedModel{NewServer(Options{Discovery: d})}
+	return &servedModel{s: NewServer(Options{Discovery: d})}
 }
 
 // get returns the resource of a type called name for a client, decoded,
@@ -35,6 +41,7 @@ func (m *servedModel) get(t testing.TB, typeURL string, c Client, name string) p
 	if !e.exists() {
 		return nil
 	}
+	m.held = append(m.held, e)
 	msg, err := e.any.UnmarshalNew()
 	if err != nil {
 		t.Fatal(err)

@@ -66,12 +66,12 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 	changed := initial
 	next := make(map[string]string, len(names))
 	var res []*anypb.Any
-	all := make([]*anypb.Any, 0, len(names)) // kept as what the client holds: one allocation
+	holds := make([]*entry, 0, len(names)) // what the client holds once it has the response
 	for _, n := range names {
 		e := s.resource(w.typ, &w.client, n, deps)
 		prev, had := returned[n]
 		if e.exists() {
-			all = append(all, e.any)
+			holds = append(holds, e)
 			if prev != e.version {
 				changed = true
 				res = append(res, e.any)
@@ -98,7 +98,10 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 		return nil
 	}
 	if full || initial {
-		res = all
+		res = make([]*anypb.Any, len(holds))
+		for i, e := range holds {
+			res[i] = e.any
+		}
 	}
 	return &sotwResponse{
 		req: w.req,
@@ -109,6 +112,6 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 		},
 		returned: next,
 		change:   change,
-		holds:    all,
+		holds:    holds,
 	}
 }

@@ -111,7 +111,7 @@ func awaitCluster(t *testing.T, ts *testServer, namespace, name, text string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
-		cl := (&servedModel{ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: namespace}, name)
+		cl := (&servedModel{s: ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: namespace}, name)
 		b, err := protojson.Marshal(cl)
 		if err != nil {
 			t.Fatal(err)
