@@ -5,8 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"k8s.io/client-go/kubernetes"
-
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/replicas"
 	"github.com/meshpilot/meshpilot/internal/server"
 )
@@ -15,7 +14,7 @@ import (
 // and sheds the clients it holds beyond its fair share, until ctx ends
 // (the signal that starts the drain: the Lease is deleted then, so that
 // peers take this replica's clients into their shares at once).
-func balanceReplicas(client kubernetes.Interface, f serveFlags, log *slog.Logger) func(context.Context, *server.Server) error {
+func balanceReplicas(client *kubeapi.Client, f serveFlags, log *slog.Logger) func(context.Context, *server.Server) error {
 	return func(ctx context.Context, srv *server.Server) error {
 		explicit := ""
 		if f.systemNamespaceSet {

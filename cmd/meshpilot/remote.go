@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
@@ -34,9 +34,9 @@ func kubeOptions(f serveFlags, mesh *meshconfig.Watcher, log *slog.Logger) kube.
 // the served aggregate, its metrics in m under its cluster ID. Every
 // remote registry follows MeshConfig's discoverySelectors as the local
 // one does; call it before mesh runs.
-func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*multicluster.Controller, error) {
+func remoteClusters(client *kubeapi.Client, mesh *meshconfig.Watcher, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*multicluster.Controller, error) {
 	c, err := multicluster.New(multicluster.Options{
-		Client:                 client,
+		Secrets:                client.Secrets(f.systemNamespace),
 		Namespace:              f.systemNamespace,
 		LocalClusterID:         f.clusterID,
 		SyncTimeout:            f.remoteSyncTimeout,
@@ -45,7 +45,7 @@ func remoteClusters(client kubernetes.Interface, mesh *meshconfig.Watcher, f ser
 		MeshDiscoverySelectors: mesh.DiscoverySelectors(),
 		NewRegistry: func(clusterID string, cfg *rest.Config, scope multicluster.Scope) (multicluster.Registry, error) {
 			cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: log.With("cluster", clusterID)})
-			remote, err := kubernetes.NewForConfig(cfg)
+			remote, err := kubeapi.NewForConfig(cfg)
 			if err != nil {
 				return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
 			}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshpilot/meshpilot/internal/debug"
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/memlimit"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
@@ -198,7 +198,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: log}) // every client of cfg waits out an outage together
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a Kubernetes client from %s: %w", source, err)
 	}

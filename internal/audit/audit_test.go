@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -32,7 +32,7 @@ func ctx(t testing.TB) context.Context {
 
 // startRegistry runs a Kubernetes registry on client, watching ns, until
 // the test ends, and waits until it has synced.
-func startRegistry(t testing.TB, client kubernetes.Interface, ns string) *kube.Controller {
+func startRegistry(t testing.TB, client *kubeapi.Client, ns string) *kube.Controller {
 	t.Helper()
 	c, err := kube.New(client, kube.Options{Namespaces: []string{ns}})
 	if err != nil {
@@ -132,7 +132,7 @@ func TestConsistentClusterHasNoDifferences(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "svc-0-pod", Namespace: ns, Labels: map[string]string{"app": "svc-0"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
 	}, "192.0.2.10")
-	c := startRegistry(t, env.Client, ns)
+	c := startRegistry(t, env.API, ns)
 	waitEndpoints(t, c, model.ServiceHostname("svc-4", ns, model.DefaultDomainSuffix), "192.0.2.14:9090 HEALTHY, 192.0.2.24:9090 HEALTHY")
 	testenv.Eventually(t, "the pod's labels on its endpoint", func() (bool, string) {
 		eps := c.Endpoints(model.ServiceHostname("svc-0", ns, model.DefaultDomainSuffix), 8080, model.Labels{"app": "svc-0"})
@@ -203,7 +203,7 @@ func (o *observed) relists() []string {
 func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	proxy := newDropProxy(t, env.Config)
-	client, err := kubernetes.NewForConfig(proxy.config())
+	client, err := kubeapi.NewForConfig(proxy.config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func (l *logBuffer) String() string {
 func TestLostDeleteIsRepaired(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	proxy := newDropProxy(t, env.Config)
-	client, err := kubernetes.NewForConfig(proxy.config())
+	client, err := kubeapi.NewForConfig(proxy.config())
 	if err != nil {
 		t.Fatal(err)
 	}

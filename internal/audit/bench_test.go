@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -25,7 +25,7 @@ func setUpBenchCluster(b *testing.B) *kube.Controller {
 	ns := env.Namespace(b, nil)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 2000, 4000
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func setUpBenchCluster(b *testing.B) *kube.Controller {
 		wg.Go(func() {
 			for i := range work {
 				name := fmt.Sprintf("svc-%04d", i)
-				_, err := client.CoreV1().Services(ns).Create(context.Background(), &corev1.Service{
+				_, err := client.Services(ns).Create(context.Background(), &corev1.Service{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 					Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{httpPort}},
 				}, metav1.CreateOptions{})
@@ -46,7 +46,7 @@ func setUpBenchCluster(b *testing.B) *kube.Controller {
 						k := i*benchEndpoints + j
 						addrs[j] = fmt.Sprintf("10.200.%d.%d", k/256, k%256)
 					}
-					_, err = client.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), endpointSlice(ns, name+"-a", name, addrs...), metav1.CreateOptions{})
+					_, err = client.EndpointSlices(ns).Create(context.Background(), endpointSlice(ns, name+"-a", name, addrs...), metav1.CreateOptions{})
 				}
 				if err != nil {
 					errs <- err

@@ -10,12 +10,12 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -29,7 +29,7 @@ func TestLostIstioEventIsFoundAndRepaired(t *testing.T) {
 	env.InstallIstioCRDs(t)
 	ns := env.Namespace(t, nil)
 	proxy := newDropProxy(t, env.Config)
-	client, err := kubernetes.NewForConfig(proxy.config())
+	client, err := kubeapi.NewForConfig(proxy.config())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
 
 // ConfigMapName and ConfigMapKey are where Istio keeps the MeshConfig in
@@ -24,19 +24,16 @@ const (
 // in namespace. Without the ConfigMap or the key, Istio's defaults are in
 // force. Run watches that one object (a field selector on its name, so
 // that meshpilot needs to read no other ConfigMap) until ctx ends.
-func FromConfigMap(client kubernetes.Interface, namespace string, log *slog.Logger) *Watcher {
+func FromConfigMap(client *kubeapi.Client, namespace string, log *slog.Logger) *Watcher {
 	w := newWatcher(log, "configmap "+namespace+"/"+ConfigMapName)
 	w.run = func(ctx context.Context) error { return w.followConfigMap(ctx, client, namespace) }
 	return w
 }
 
-func (w *Watcher) followConfigMap(ctx context.Context, client kubernetes.Interface, namespace string) error {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()
-		}))
-	inf := f.Core().V1().ConfigMaps().Informer()
+func (w *Watcher) followConfigMap(ctx context.Context, client *kubeapi.Client, namespace string) error {
+	inf := kubeapi.NewInformer(client.ConfigMaps(namespace), &corev1.ConfigMap{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()
+	}, nil)
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.applyConfigMap(obj) },
 		UpdateFunc: func(old, obj any) {
@@ -49,6 +46,10 @@ func (w *Watcher) followConfigMap(ctx context.Context, client kubernetes.Interfa
 		DeleteFunc: func(any) { _ = w.apply(nil) },
 	})
 	if err != nil {
+		return fmt.Errorf("watching the mesh config: %w", err)
+	}
+	var f kubeapi.Informers
+	if _, err := f.Add(inf); err != nil {
 		return fmt.Errorf("watching the mesh config: %w", err)
 	}
 	f.Start(ctx.Done())

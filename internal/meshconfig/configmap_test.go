@@ -26,7 +26,7 @@ func TestConfigMap(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	cms := env.Client.CoreV1().ConfigMaps(ns)
 	lines := testutil.NewLines()
-	w := meshconfig.FromConfigMap(env.Client, ns, newLogger(lines))
+	w := meshconfig.FromConfigMap(env.API, ns, newLogger(lines))
 	events := followed(t, w)
 	awaitSynced(t, w)
 	if w.Mesh().DefaultHTTPRetry != nil {

@@ -12,13 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
@@ -53,8 +52,9 @@ type NewRegistry func(clusterID string, cfg *rest.Config, scope Scope) (Registry
 
 // Options configure a Controller.
 type Options struct {
-	// Client reads the local cluster's Secrets.
-	Client kubernetes.Interface
+	// Secrets lists and watches the local cluster's Secrets of
+	// Namespace (kubeapi.Client's Secrets(Namespace)).
+	Secrets kubeapi.ListWatcher[*corev1.SecretList]
 	// Namespace holds the remote Secrets (serve's --system-namespace).
 	Namespace string
 	// LocalClusterID is the local cluster's ID (--cluster-id): a Secret
@@ -120,7 +120,7 @@ type replacement struct {
 type Controller struct {
 	opts    Options
 	log     *slog.Logger
-	factory informers.SharedInformerFactory
+	factory kubeapi.Informers
 	lister  listersv1.SecretLister
 	synced  cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -146,8 +146,8 @@ type Controller struct {
 
 // New returns a Controller; Run starts it.
 func New(opts Options) (*Controller, error) {
-	if opts.Client == nil || opts.NewRegistry == nil {
-		return nil, errors.New("multicluster: Client and NewRegistry are required")
+	if opts.Secrets == nil || opts.NewRegistry == nil {
+		return nil, errors.New("multicluster: Secrets and NewRegistry are required")
 	}
 	if opts.Namespace == "" {
 		return nil, errors.New("multicluster: Namespace is required")
@@ -165,22 +165,23 @@ func New(opts Options) (*Controller, error) {
 	// Only the system namespace's labelled Secrets are listed and
 	// watched: that is all the Role grants, and other Secrets never
 	// reach memory.
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	inf := factory.Core().V1().Secrets()
+	inf := kubeapi.NewInformer(opts.Secrets, &corev1.Secret{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector },
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c := &Controller{
-		opts:    opts,
-		log:     opts.Logger.With("component", "multicluster"),
-		factory: factory,
-		lister:  inf.Lister(),
+		opts:   opts,
+		log:    opts.Logger.With("component", "multicluster"),
+		lister: listersv1.NewSecretLister(inf.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: QueueName}),
 		clusters: map[string]*cluster{},
 		mesh:     opts.MeshDiscoverySelectors,
 	}
-	reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := c.factory.Add(inf); err != nil {
+		return nil, err
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, cur any) {
 			// A relist sends every Secret again unchanged.

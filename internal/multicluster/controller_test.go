@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
@@ -169,6 +170,14 @@ func remoteSecret(name string, data map[string][]byte) *corev1.Secret {
 	}
 }
 
+// fakeSecrets is the fake clientset's Secrets client, which, like the
+// fake clientset, cannot stream a watch-list.
+type fakeSecrets struct {
+	kubeapi.ListWatcher[*corev1.SecretList]
+}
+
+func (fakeSecrets) IsWatchListSemanticsUnSupported() bool { return true }
+
 type harness struct {
 	c      *Controller
 	client *fake.Clientset
@@ -193,7 +202,7 @@ func startWith(t *testing.T, opts func(*Options), objs ...*corev1.Secret) *harne
 		}
 	}
 	o := Options{
-		Client:         h.client,
+		Secrets:        fakeSecrets{h.client.CoreV1().Secrets(ns)},
 		Namespace:      ns,
 		LocalClusterID: "Kubernetes",
 		NewRegistry: func(id string, cfg *rest.Config, scope Scope) (Registry, error) {

@@ -17,10 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -58,10 +58,10 @@ func startLive(t *testing.T, opts func(*Options), beforeRun func(ctx context.Con
 		t.Fatal(err)
 	}
 	o := Options{
-		Client: env.Client, Namespace: l.system, LocalClusterID: "Kubernetes", Logger: l.log,
+		Secrets: env.API.Secrets(l.system), Namespace: l.system, LocalClusterID: "Kubernetes", Logger: l.log,
 		ProbeInterval: 200 * time.Millisecond,
 		NewRegistry: func(id string, cfg *rest.Config, scope Scope) (Registry, error) {
-			client, err := kubernetes.NewForConfig(cfg)
+			client, err := kubeapi.NewForConfig(cfg)
 			if err != nil {
 				return nil, err
 			}

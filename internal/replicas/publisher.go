@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
 
 const (
@@ -42,7 +42,7 @@ const (
 
 // Options configure a Publisher.
 type Options struct {
-	Client    kubernetes.Interface
+	Client    *kubeapi.Client
 	Namespace string
 	// Name is the replica's name, its Lease's name and holder identity.
 	Name string
@@ -59,7 +59,7 @@ type Options struct {
 // every replica's.
 type Publisher struct {
 	opts    Options
-	factory informers.SharedInformerFactory
+	factory kubeapi.Informers
 	leases  coordinationlisters.LeaseNamespaceLister
 	synced  cache.InformerSynced
 
@@ -86,16 +86,18 @@ func New(opts Options) (*Publisher, error) {
 	}
 	// The informer is built here, not in Run, so that View may be called
 	// from any goroutine at any time.
-	factory := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector().String() }))
-	inf := factory.Coordination().V1().Leases()
-	return &Publisher{
-		opts:    opts,
-		factory: factory,
-		leases:  inf.Lister().Leases(opts.Namespace),
-		synced:  inf.Informer().HasSynced,
-	}, nil
+	inf := kubeapi.NewInformer(opts.Client.Leases(opts.Namespace), &coordinationv1.Lease{},
+		func(o *metav1.ListOptions) { o.LabelSelector = selector().String() },
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	p := &Publisher{
+		opts:   opts,
+		leases: coordinationlisters.NewLeaseLister(inf.GetIndexer()).Leases(opts.Namespace),
+		synced: inf.HasSynced,
+	}
+	if _, err := p.factory.Add(inf); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Identity returns the replica's namespace and name. The namespace is
@@ -213,7 +215,7 @@ func (p *Publisher) renew(ctx context.Context) {
 func (p *Publisher) write(ctx context.Context, now time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Period)
 	defer cancel()
-	api := p.opts.Client.CoordinationV1().Leases(p.opts.Namespace)
+	api := p.opts.Client.Leases(p.opts.Namespace)
 	want := p.desired(now)
 	p.mu.Lock()
 	own := p.own
@@ -270,7 +272,7 @@ func (p *Publisher) desired(now time.Time) *coordinationv1.Lease {
 func (p *Publisher) delete() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.Period)
 	defer cancel()
-	err := p.opts.Client.CoordinationV1().Leases(p.opts.Namespace).Delete(ctx, p.opts.Name, metav1.DeleteOptions{})
+	err := p.opts.Client.Leases(p.opts.Namespace).Delete(ctx, p.opts.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		p.opts.Log.Warn("replicas: cannot delete this replica's Lease; peers stop counting it when it goes stale",
 			"lease", p.opts.Namespace+"/"+p.opts.Name, "err", err)

@@ -35,7 +35,7 @@ func start(t *testing.T, ns, name string, clients int) *replica {
 	t.Helper()
 	r := &replica{}
 	r.clients.Store(int64(clients))
-	pub, err := replicas.New(replicas.Options{Client: env.Client, Namespace: ns, Name: name, Period: period,
+	pub, err := replicas.New(replicas.Options{Client: env.API, Namespace: ns, Name: name, Period: period,
 		Clients: func() int { return int(r.clients.Load()) }})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func startBalancing(t *testing.T, start map[string]int, land func(from string) s
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for name, set := range b.sets {
-		pub, err := replicas.New(replicas.Options{Client: env.Client, Namespace: ns, Name: name, Period: period, Clients: set.count})
+		pub, err := replicas.New(replicas.Options{Client: env.API, Namespace: ns, Name: name, Period: period, Clients: set.count})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,6 +34,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
 
 // ServiceCIDR is larger than envtest's default /24 so that scale tests can
@@ -47,6 +49,9 @@ type Env struct {
 	Config *rest.Config
 	// Client is a clientset built from Config.
 	Client kubernetes.Interface
+	// API is meshpilot's narrow client (internal/kubeapi) built from
+	// Config, what its registries take.
+	API *kubeapi.Client
 	// Kubeconfig is the path of a kubeconfig file for Config, for tests
 	// that run meshpilot as a command.
 	Kubeconfig string
@@ -167,6 +172,10 @@ func StartWith(opts Options) (*Env, error) {
 	}
 	env := &Env{Config: cfg, env: e, workDir: workDir}
 	if env.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		env.Stop()
+		return nil, err
+	}
+	if env.API, err = kubeapi.NewForConfig(cfg); err != nil {
 		env.Stop()
 		return nil, err
 	}

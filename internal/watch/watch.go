@@ -30,11 +30,11 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 )
 
@@ -261,15 +261,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		lo.LabelSelector = o.LabelSelector
 		lo.FieldSelector = o.FieldSelector
 	}
-	factories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
-	factory := func(ns string) dynamicinformer.DynamicSharedInformerFactory {
-		f, ok := factories[ns]
-		if !ok {
-			f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, tweak)
-			factories[ns] = f
-		}
-		return f
-	}
+	informers := kubeapi.Informers{Transform: dropManagedFields}
 	var synced atomic.Bool
 	var registrations []cache.ResourceEventHandlerRegistration
 	var watching []string
@@ -279,8 +271,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			scopes = o.Namespaces
 		}
 		for _, ns := range scopes {
-			inf := factory(ns).ForResource(t.GVR).Informer()
-			if err := inf.SetTransform(dropManagedFields); err != nil {
+			inf, err := informers.Add(kubeapi.NewInformer(client.Resource(t.GVR).Namespace(ns), &unstructured.Unstructured{}, tweak,
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
+			if err != nil {
 				return err
 			}
 			where := describeScope(t, ns)
@@ -307,9 +300,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			registrations = append(registrations, reg)
 		}
 	}
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
+	informers.Start(ctx.Done())
 	syncs := make([]cache.InformerSynced, len(registrations))
 	for i, r := range registrations {
 		syncs[i] = r.HasSynced
@@ -321,9 +312,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	<-ctx.Done()
 	cancel(nil)
-	for _, f := range factories {
-		f.Shutdown()
-	}
+	informers.Shutdown()
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 func startMeshpilot(t *testing.T, ns string) *server.Server {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log})
+	reg, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

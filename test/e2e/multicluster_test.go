@@ -16,12 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/multicluster"
@@ -81,7 +81,7 @@ func TestRemoteClusterSecret(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	srv := startObserved(t, ns, server.Options{})
 	remotes, err := multicluster.New(multicluster.Options{
-		Client:         env.Client,
+		Secrets:        env.API.Secrets(system),
 		Namespace:      system,
 		LocalClusterID: model.DefaultClusterID,
 		Logger:         log,
@@ -257,7 +257,7 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	srv := startMeshpilot(t, ns)
 	remotes, err := multicluster.New(multicluster.Options{
-		Client: env.Client, Namespace: system, LocalClusterID: "Kubernetes", Logger: log,
+		Secrets: env.API.Secrets(system), Namespace: system, LocalClusterID: "Kubernetes", Logger: log,
 		SyncTimeout: 500 * time.Millisecond,
 		NewRegistry: remoteRegistry(ns, log, nil),
 	})
@@ -278,7 +278,7 @@ func TestRemoteClusterUnreachableAtStart(t *testing.T) {
 // builds them: its metrics, when m is set, under its cluster ID.
 func remoteRegistry(ns string, log *slog.Logger, m *metrics.Metrics) multicluster.NewRegistry {
 	return func(clusterID string, cfg *rest.Config, _ multicluster.Scope) (multicluster.Registry, error) {
-		client, err := kubernetes.NewForConfig(cfg)
+		client, err := kubeapi.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}

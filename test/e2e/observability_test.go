@@ -54,7 +54,7 @@ func startObserved(t *testing.T, ns string, o server.Options) *running {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := metrics.New()
 	if len(o.Sources) == 0 {
-		reg, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log,
+		reg, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: log,
 			QueueMetrics: m.WorkqueueProviderFor(model.DefaultClusterID), OnInformerEvent: m.InformerEventsFor(model.DefaultClusterID)})
 		if err != nil {
 			t.Fatal(err)

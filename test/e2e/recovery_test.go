@@ -9,9 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
@@ -43,7 +43,7 @@ func TestRecoveryAfterAPIServerOutage(t *testing.T) {
 	logs := testutil.NewLines()
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	// As serve builds its clients.
-	client, err := kubernetes.NewForConfig(kubeclient.WithOutageGate(env.Config, kubeclient.OutageOptions{Logger: log}))
+	client, err := kubeapi.NewForConfig(kubeclient.WithOutageGate(env.Config, kubeclient.OutageOptions{Logger: log}))
 	if err != nil {
 		t.Fatal(err)
 	}

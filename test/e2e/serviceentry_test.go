@@ -38,7 +38,7 @@ type entries struct {
 func startServiceEntries(t *testing.T, ns string) *entries {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	k, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log})
+	k, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func TestKubernetesAndFilesThroughOneAggregate(t *testing.T) {
 	writeManifests(t, dir, ns)
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	kc, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: log})
+	kc, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,18 +70,16 @@ type Registry struct {
 	queue     workqueue.TypedRateLimitingInterface[Event]
 	crdSynced atomic.Bool
 
-	mu sync.Mutex // guards watched, stop and stopping
+	// running runs the kinds' informers.
+	running kubeapi.Informers
+
+	mu sync.Mutex // guards watched and stop
 	// watched holds the kinds whose informers were started; a kind is
 	// never removed.
 	watched map[Kind]*watchedKind
 	// stop is Run's ctx.Done(); nil before Run, so that a CRD seen early
 	// starts nothing until Run.
 	stop <-chan struct{}
-	// stopping is set once Run waits for the kinds' informers to end:
-	// no informer starts after it.
-	stopping bool
-	// running counts the kinds' informer goroutines.
-	running sync.WaitGroup
 
 	runOnce sync.Once
 }
@@ -117,6 +115,7 @@ func newRegistry(istio, apiextensions *kubeapi.Group, opts Options) (*Registry, 
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[Event](),
 			workqueue.TypedRateLimitingQueueConfig[Event]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
+		running:   kubeapi.Informers{Transform: kubeconv.StripManagedFields},
 		watched:   map[Kind]*watchedKind{},
 		istio:     istio,
 		relisters: map[Kind]*relist.Relister{},
@@ -172,12 +171,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	for _, inf := range r.crds {
 		wg.Go(func() { inf.Run(ctx.Done()) })
 	}
-	defer func() {
-		r.mu.Lock()
-		r.stopping = true
-		r.mu.Unlock()
-		r.running.Wait()
-	}()
+	defer r.running.Shutdown()
 
 	start := time.Now()
 	synced := make([]cache.InformerSynced, len(r.crdRegs))
@@ -226,13 +220,13 @@ func (r *Registry) missingCRDs() []string {
 func (r *Registry) startKind(k kindInfo) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stop == nil || r.stopping || r.watched[k.kind] != nil {
+	if r.stop == nil || r.watched[k.kind] != nil {
 		return
 	}
 	w := &watchedKind{}
 	for _, ns := range r.namespaces {
-		inf := k.informer(r.istio, r.relisters[k.kind], ns)
-		if err := inf.SetTransform(kubeconv.StripManagedFields); err != nil {
+		inf, err := r.running.Add(k.informer(r.istio, r.relisters[k.kind], ns))
+		if err != nil {
 			r.log.Warn("cannot watch Istio objects", "kind", k.kind, "error", err)
 			return
 		}
@@ -245,9 +239,8 @@ func (r *Registry) startKind(k kindInfo) {
 		w.informers = append(w.informers, inf)
 		w.registrations = append(w.registrations, reg)
 	}
-	for _, inf := range w.informers {
-		r.running.Go(func() { inf.Run(r.stop) })
-	}
+	// Start runs only the informers not yet running: the new kind's.
+	r.running.Start(r.stop)
 	r.watched[k.kind] = w
 	if r.crdSynced.Load() {
 		r.log.Info("Istio traffic rules available: watching", "kind", k.kind)

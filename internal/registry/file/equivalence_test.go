@@ -363,7 +363,7 @@ func TestSameModelAsTheKubernetesRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromCluster, err := kube.New(env.Client, kube.Options{Namespaces: []string{ns}, Logger: quiet})
+	fromCluster, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

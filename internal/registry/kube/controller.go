@@ -21,11 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 	"github.com/meshpilot/meshpilot/internal/registry/relist"
@@ -105,11 +104,11 @@ type Controller struct {
 	model.StoreView
 
 	opts      Options
-	client    kubernetes.Interface
+	client    *kubeapi.Client
 	log       *slog.Logger
 	selection namespaceSelection
 
-	factories []informers.SharedInformerFactory
+	informers *kubeapi.Informers
 	scopes    map[string]*namespacedInformers // by namespace; "" means all
 	nodes     cache.SharedIndexInformer
 	// namespaces always runs: MeshConfig may bring selectors at any time,
@@ -142,7 +141,7 @@ type Controller struct {
 }
 
 // New builds a Controller; Run starts it.
-func New(client kubernetes.Interface, opts Options) (*Controller, error) {
+func New(client *kubeapi.Client, opts Options) (*Controller, error) {
 	opts.DomainSuffix = model.DomainSuffixOrDefault(opts.DomainSuffix)
 	if opts.Workers <= 0 {
 		opts.Workers = 2
@@ -175,19 +174,22 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		c.selection.flag = append(c.selection.flag, sel)
 	}
 
-	transform := informers.WithTransform(stripObject)
+	c.informers = &kubeapi.Informers{Transform: stripObject}
+	var err error
 	namespaces := slices.Compact(slices.Sorted(slices.Values(opts.Namespaces)))
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	c.watchNamespaces = namespaces
 	for _, ns := range namespaces {
-		f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns), transform)
-		c.factories = append(c.factories, f)
-		scope := &namespacedInformers{
-			services: c.informer(f, KindService, ns),
-			slices:   c.informer(f, KindEndpointSlice, ns),
-			pods:     c.informer(f, KindPod, ns),
+		scope := &namespacedInformers{}
+		for _, k := range []struct {
+			inf  *cache.SharedIndexInformer
+			kind string
+		}{{&scope.services, KindService}, {&scope.slices, KindEndpointSlice}, {&scope.pods, KindPod}} {
+			if *k.inf, err = c.informer(k.kind, ns); err != nil {
+				return nil, err
+			}
 		}
 		if err := scope.slices.AddIndexers(sliceIndexers); err != nil {
 			return nil, err
@@ -197,10 +199,12 @@ func New(client kubernetes.Interface, opts Options) (*Controller, error) {
 		}
 		c.scopes[ns] = scope
 	}
-	cluster := informers.NewSharedInformerFactoryWithOptions(client, 0, transform)
-	c.factories = append(c.factories, cluster)
-	c.nodes = c.informer(cluster, KindNode, metav1.NamespaceAll)
-	c.namespaces = c.informer(cluster, KindNamespace, metav1.NamespaceAll)
+	if c.nodes, err = c.informer(KindNode, metav1.NamespaceAll); err != nil {
+		return nil, err
+	}
+	if c.namespaces, err = c.informer(KindNamespace, metav1.NamespaceAll); err != nil {
+		return nil, err
+	}
 	c.live = c.liveIndexes()
 	if err := c.addHandlers(); err != nil {
 		return nil, err
@@ -230,14 +234,8 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("kube registry: Run called twice")
 	}
 	defer c.queue.ShutDown()
-	for _, f := range c.factories {
-		f.Start(ctx.Done())
-	}
-	defer func() {
-		for _, f := range c.factories {
-			f.Shutdown()
-		}
-	}()
+	c.informers.Start(ctx.Done())
+	defer c.informers.Shutdown()
 
 	start := time.Now()
 	synced := make([]cache.InformerSynced, 0, len(c.registrations))

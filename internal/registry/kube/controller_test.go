@@ -55,7 +55,7 @@ func (r *recorder) take(namespace string) []model.Event {
 
 func startController(t *testing.T, opts Options) (*Controller, *recorder) {
 	t.Helper()
-	c, err := New(env.Client, opts)
+	c, err := New(env.API, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +576,7 @@ func TestSyncedMeansModelBuilt(t *testing.T) {
 		mustCreateService(t, ns, name, grpcPort)
 		mustCreateSlice(t, slice(ns, name, name, 9090, "grpc-api", sliceEndpoint{ip: fmt.Sprintf("192.0.2.%d", 100+i)}))
 	}
-	c, err := New(env.Client, Options{Namespaces: []string{ns}})
+	c, err := New(env.API, Options{Namespaces: []string{ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +595,7 @@ func TestSyncedMeansModelBuilt(t *testing.T) {
 }
 
 func TestBadSelectorIsAnError(t *testing.T) {
-	_, err := New(env.Client, Options{DiscoverySelectors: []string{"env in (a"}})
+	_, err := New(env.API, Options{DiscoverySelectors: []string{"env in (a"}})
 	if err == nil || !strings.Contains(err.Error(), "env in (a") {
 		t.Fatalf("err = %v, want one naming the selector", err)
 	}

@@ -118,7 +118,7 @@ func TestModelFromListEqualsLiveModel(t *testing.T) {
 func TestRelistReplaysTheKind(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	var sliceUpdates, serviceUpdates atomic.Int64
-	c, err := New(env.Client, Options{Namespaces: []string{ns}, OnInformerEvent: func(kind, event string) {
+	c, err := New(env.API, Options{Namespaces: []string{ns}, OnInformerEvent: func(kind, event string) {
 		switch {
 		case kind == KindEndpointSlice && event == "update":
 			sliceUpdates.Add(1)

@@ -1,17 +1,14 @@
 package kube
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/registry/relist"
 )
 
@@ -33,47 +30,43 @@ type kindAPI struct {
 	example    runtime.Object
 	namespaced bool
 	// informer builds an informer of the kind whose watches r can end.
-	informer func(r *relist.Relister, client kubernetes.Interface, ns string, resync time.Duration) cache.SharedIndexInformer
-	list     func(client kubernetes.Interface, ns string) pager.ListPageFunc
+	informer func(r *relist.Relister, client *kubeapi.Client, ns string) cache.SharedIndexInformer
+	list     func(client *kubeapi.Client, ns string) pager.ListPageFunc
 }
 
-func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(kubernetes.Interface, string) relist.TypedClient[L]) kindAPI {
+func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(*kubeapi.Client, string) relist.TypedClient[L]) kindAPI {
 	return kindAPI{
 		example: example, namespaced: namespaced,
-		informer: func(r *relist.Relister, c kubernetes.Interface, ns string, resync time.Duration) cache.SharedIndexInformer {
-			return relist.Informer(r, example, typed(c, ns), c, resync)
+		informer: func(r *relist.Relister, c *kubeapi.Client, ns string) cache.SharedIndexInformer {
+			return relist.Informer(r, example, typed(c, ns), c, 0)
 		},
-		list: func(c kubernetes.Interface, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
+		list: func(c *kubeapi.Client, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
 	}
 }
 
 var kindAPIs = map[string]kindAPI{
-	KindService: newKindAPI(&corev1.Service{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*corev1.ServiceList] {
-		return c.CoreV1().Services(ns)
+	KindService: newKindAPI(&corev1.Service{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.ServiceList] {
+		return c.Services(ns)
 	}),
-	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*discoveryv1.EndpointSliceList] {
-		return c.DiscoveryV1().EndpointSlices(ns)
+	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*discoveryv1.EndpointSliceList] {
+		return c.EndpointSlices(ns)
 	}),
-	KindPod: newKindAPI(&corev1.Pod{}, true, func(c kubernetes.Interface, ns string) relist.TypedClient[*corev1.PodList] {
-		return c.CoreV1().Pods(ns)
+	KindPod: newKindAPI(&corev1.Pod{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.PodList] {
+		return c.Pods(ns)
 	}),
-	KindNode: newKindAPI(&corev1.Node{}, false, func(c kubernetes.Interface, _ string) relist.TypedClient[*corev1.NodeList] {
-		return c.CoreV1().Nodes()
+	KindNode: newKindAPI(&corev1.Node{}, false, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NodeList] {
+		return c.Nodes()
 	}),
-	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c kubernetes.Interface, _ string) relist.TypedClient[*corev1.NamespaceList] {
-		return c.CoreV1().Namespaces()
+	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NamespaceList] {
+		return c.Namespaces()
 	}),
 }
 
-// informer returns f's informer of kind, built on a ListerWatcher that
-// Relist can interrupt. It replaces the factory's generated informer
-// (f.Core().V1().Services().Informer() and the like), which offers no
-// such hook; the factory still starts, stops and transforms it.
-func (c *Controller) informer(f informers.SharedInformerFactory, kind, ns string) cache.SharedIndexInformer {
+// informer adds to c.informers an informer of kind in ns, built on a
+// ListerWatcher that Relist can interrupt.
+func (c *Controller) informer(kind, ns string) (cache.SharedIndexInformer, error) {
 	api := kindAPIs[kind]
-	return f.InformerFor(api.example, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return api.informer(c.relisters[kind], client, ns, resync)
-	})
+	return c.informers.Add(api.informer(c.relisters[kind], c.client, ns))
 }
 
 // ListPagers returns the pagers that list kind exactly as the informers

@@ -16,9 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -148,7 +148,7 @@ func relistAfterWatchExpiry(t *testing.T, env2 *testenv.Env, ns string, gated bo
 	if gated {
 		cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: slog.New(slog.DiscardHandler)})
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

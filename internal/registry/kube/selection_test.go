@@ -73,7 +73,7 @@ func TestSelectionUnion(t *testing.T) {
 // writes the ConfigMap's mesh key.
 func meshConfigMap(t *testing.T, sys string) (*meshconfig.Watcher, func(mesh string)) {
 	t.Helper()
-	w := meshconfig.FromConfigMap(env.Client, sys, nil)
+	w := meshconfig.FromConfigMap(env.API, sys, nil)
 	write := func(mesh string) {
 		t.Helper()
 		cms := env.Client.CoreV1().ConfigMaps(sys)
@@ -99,7 +99,7 @@ func meshConfigMap(t *testing.T, sys string) (*meshconfig.Watcher, func(mesh str
 func startWithMesh(t *testing.T, w *meshconfig.Watcher, opts Options) (*Controller, *recorder) {
 	t.Helper()
 	opts.MeshSynced = w.HasSynced
-	c, err := New(env.Client, opts)
+	c, err := New(env.API, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
