@@ -196,10 +196,11 @@ func (o *observed) relists() []string {
 // TestLostWatchEventIsFoundAndRepaired drops one EndpointSlice MODIFIED
 // event between the API server and the registry. The model then keeps
 // the old endpoint for good: nothing in client-go notices. The audit
-// reports the slice's resourceVersion and both endpoints, with the same
-// first-seen time on the second audit; the periodic audit relists
-// EndpointSlices once the difference has outlived two audits, logs it,
-// and the model is exact again: no difference left.
+// reports the slice's resourceVersion, its old and new endpoint and both
+// model endpoints, with the same first-seen time on the second audit; the
+// periodic audit relists EndpointSlices once the differences have
+// outlived two audits, logs it, and the model is exact again: no
+// difference left.
 func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	proxy := newDropProxy(t, env.Config)
@@ -231,6 +232,8 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	}
 	want := strings.Join([]string{
 		"EndpointSlice " + ns + "/web-a metadata.resourceVersion",
+		"EndpointSlice " + ns + "/web-a endpoints[192.0.2.1]",
+		"EndpointSlice " + ns + "/web-a endpoints[192.0.2.2]",
 		"model.Endpoint " + string(host) + ":8080 endpoint 192.0.2.1",
 		"model.Endpoint " + string(host) + ":8080 endpoint 192.0.2.2",
 	}, "\n")
@@ -246,10 +249,13 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 	if d.List != rv || d.Cache == rv || d.Audits != 1 || !d.Since.Equal(first.Started) {
 		t.Fatalf("slice difference %+v: want list %s (the dropped event's), cache older, first audit", d, rv)
 	}
-	if e := first.Differences[1]; e.Cache != "present" || e.List != absent {
+	if e, n := first.Differences[1], first.Differences[2]; e.List != absent || n.Cache != absent {
+		t.Fatalf("slice endpoints %+v, %+v: want the old address only cached, the new one only listed", e, n)
+	}
+	if e := first.Differences[3]; e.Cache != "present" || e.List != absent {
 		t.Fatalf("old endpoint %+v: want present in the model, absent from the LIST", e)
 	}
-	if obs.last[kube.KindEndpointSlice] != 1 || obs.last[KindModelEndpoint] != 2 || obs.last[kube.KindPod] != 0 {
+	if obs.last[kube.KindEndpointSlice] != 3 || obs.last[KindModelEndpoint] != 2 || obs.last[kube.KindPod] != 0 {
 		t.Fatalf("observer told %v", obs.last)
 	}
 	second, err := a.Audit(ctx(t))
@@ -268,7 +274,7 @@ func TestLostWatchEventIsFoundAndRepaired(t *testing.T) {
 
 	runUntilEnd(t, a.Run)
 	testenv.Eventually(t, "the relist logged", func() (bool, string) {
-		return strings.Contains(logs.String(), "relisted EndpointSlices: 1 difference outlived two audits"), logs.String()
+		return strings.Contains(logs.String(), "relisted EndpointSlices: 3 differences outlived two audits"), logs.String()
 	})
 	waitEndpoints(t, c, host, "192.0.2.2:9090 HEALTHY")
 	if r := obs.relists(); len(r) == 0 || r[0] != kube.KindEndpointSlice {

@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,8 +10,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
@@ -25,6 +29,16 @@ func TestCompareObjects(t *testing.T) {
 		m := objMeta("ns", "p", "1", rv)
 		m.Labels = labels
 		return &kubeconv.PodInfo{ObjectMeta: m, IPs: []string{"192.0.2.1"}, Ready: ready}
+	}
+	service := func(rv string, target int32) any {
+		return &corev1.Service{ObjectMeta: objMeta("ns", "s", "1", rv), Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(target)}},
+		}}
+	}
+	sliceWith := func(rv string, ready bool) any {
+		return &discoveryv1.EndpointSlice{ObjectMeta: objMeta("ns", "a", "1", rv), Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"192.0.2.1"}, Conditions: discoveryv1.EndpointConditions{Ready: new(ready)},
+		}}}
 	}
 	node := func(rv, zone string) any {
 		m := objMeta("", "n1", "1", rv)
@@ -66,6 +80,15 @@ func TestCompareObjects(t *testing.T) {
 		{name: "pod: same resourceVersion, other content", kind: "Pod",
 			cached: []any{pod("5", nil, true)}, listed: []any{pod("5", map[string]string{"a": "b"}, true)},
 			want: []Difference{{Kind: "Pod", Object: "ns/p", Field: "metadata.labels", Cache: "null", List: `{"a":"b"}`}}},
+		{name: "service: what the transform keeps", kind: "Service",
+			cached: []any{service("5", 8080)}, listed: []any{service("5", 9090)},
+			want: []Difference{{Kind: "Service", Object: "ns/s", Field: "spec.ports",
+				Cache: `[{"port":80,"targetPort":8080}]`, List: `[{"port":80,"targetPort":9090}]`}}},
+		{name: "slice: what the transform keeps", kind: "EndpointSlice",
+			cached: []any{sliceWith("5", true)}, listed: []any{sliceWith("5", false)},
+			want: []Difference{{Kind: "EndpointSlice", Object: "ns/a", Field: "endpoints[192.0.2.1]",
+				Cache: `{"addresses":["192.0.2.1"],"conditions":{"ready":true}}`,
+				List:  `{"addresses":["192.0.2.1"],"conditions":{"ready":false}}`}}},
 		{name: "node labels, cluster scoped", kind: "Node",
 			cached: []any{node("3", "z1")}, listed: []any{node("4", "z2")},
 			want: []Difference{
@@ -190,4 +213,107 @@ func TestBothReads(t *testing.T) {
 	lostLater := lost
 	lostLater.Cache = "2"
 	assertDifferences(t, both([]Difference{lag, lost}, []Difference{lostLater, ahead}), []Difference{lostLater})
+}
+
+// TestKeptFieldsCoverTheTransforms: the fields the audit compares for
+// Services and EndpointSlices are every field their transforms keep, so
+// that no kept field can differ from the API unseen. A stripped object
+// with every field set, less its identity and the audit's fields, must
+// be empty.
+func TestKeptFieldsCoverTheTransforms(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "cart", Namespace: "shop", UID: "uid-s", ResourceVersion: "9", Generation: 2,
+			CreationTimestamp: metav1.Unix(1000, 0),
+			Labels:            map[string]string{"app": "cart"},
+			Annotations:       map[string]string{kubeconv.ExportToAnnotation: ".", "note": "x"},
+		},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+			ExternalName: "x.example", Selector: map[string]string{"app": "cart"},
+			Ports: []corev1.ServicePort{{
+				Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: new("http"),
+				Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080,
+			}},
+			SessionAffinity:       corev1.ServiceAffinityClientIP,
+			InternalTrafficPolicy: new(corev1.ServiceInternalTrafficPolicyLocal),
+			TrafficDistribution:   new(corev1.ServiceTrafficDistributionPreferSameZone),
+		},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "cart-1", Namespace: "shop", UID: "uid-e", ResourceVersion: "11", Generation: 3,
+			CreationTimestamp: metav1.Unix(1000, 0),
+			Labels:            map[string]string{discoveryv1.LabelServiceName: "cart", discoveryv1.LabelManagedBy: "x"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080)), Protocol: new(corev1.ProtocolTCP)}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"192.0.2.1"},
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
+			Hostname:   new("cart-1"),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "cart-1", UID: "uid-p"},
+			NodeName:   new("node-a"),
+			Zone:       new("z1"),
+		}},
+	}
+	for _, tc := range []struct {
+		obj    any
+		fields []string
+	}{
+		{svc, fieldNames(kubeServiceFields)},
+		{slice, append(fieldNames(kubeSliceFields), "endpoints")},
+	} {
+		stripped, err := kube.Transform(tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(stripped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left map[string]any
+		if err := json.Unmarshal(b, &left); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range append([]string{"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion"}, tc.fields...) {
+			deletePath(left, strings.Split(f, "."))
+		}
+		pruneEmpty(left)
+		if len(left) > 0 {
+			t.Errorf("%T: the transform keeps fields the audit does not compare: %v", tc.obj, left)
+		}
+	}
+}
+
+func fieldNames[T any](fields []field[T]) []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+// deletePath deletes a dotted path from decoded JSON.
+func deletePath(m map[string]any, path []string) {
+	if len(path) == 1 {
+		delete(m, path[0])
+		return
+	}
+	if sub, ok := m[path[0]].(map[string]any); ok {
+		deletePath(sub, path[1:])
+	}
+}
+
+// pruneEmpty deletes the objects of decoded JSON that hold nothing
+// (a zero status is written as {"loadBalancer":{}}).
+func pruneEmpty(m map[string]any) {
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			pruneEmpty(sub)
+			if len(sub) == 0 {
+				delete(m, k)
+			}
+		}
+	}
 }

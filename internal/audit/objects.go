@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,9 +20,10 @@ import (
 // a LIST gives, both transformed as the informer transforms (listed
 // objects through kube.Transform). Objects are matched by namespace and
 // name and compared by UID and resourceVersion; for the kinds the
-// transform rebuilds (Pods, Nodes), what it keeps is compared field by
-// field too, so that a transform that is not idempotent, or a cache that
-// holds other fields than its resourceVersion says, shows.
+// transform rebuilds (Pods, Nodes, Services, EndpointSlices), what it
+// keeps is compared field by field too, so that a transform that is not
+// idempotent, or a cache that holds other fields than its
+// resourceVersion says, shows.
 func compareObjects(kind string, cached, listed []any) []Difference {
 	byKey := func(objs []any) map[string]metav1.Object {
 		m := make(map[string]metav1.Object, len(objs))
@@ -98,9 +100,34 @@ var nodeFields = []field[*corev1.Node]{
 	{"metadata.labels", func(n *corev1.Node) any { return n.Labels }},
 }
 
-// keptFields compares the fields the transform keeps of a Pod or a Node;
-// other kinds are cached whole (less managed fields) and compared by
-// resourceVersion alone.
+// kubeServiceFields are what kube.StripService keeps of a Service besides
+// its identity, named by their JSON paths.
+var kubeServiceFields = []field[*corev1.Service]{
+	{"metadata.labels", func(s *corev1.Service) any { return s.Labels }},
+	{"metadata.annotations", func(s *corev1.Service) any { return s.Annotations }},
+	{"spec.type", func(s *corev1.Service) any { return s.Spec.Type }},
+	{"spec.clusterIP", func(s *corev1.Service) any { return s.Spec.ClusterIP }},
+	{"spec.clusterIPs", func(s *corev1.Service) any { return s.Spec.ClusterIPs }},
+	{"spec.externalName", func(s *corev1.Service) any { return s.Spec.ExternalName }},
+	{"spec.selector", func(s *corev1.Service) any { return s.Spec.Selector }},
+	{"spec.ports", func(s *corev1.Service) any { return s.Spec.Ports }},
+	{"spec.internalTrafficPolicy", func(s *corev1.Service) any { return s.Spec.InternalTrafficPolicy }},
+	{"spec.trafficDistribution", func(s *corev1.Service) any { return s.Spec.TrafficDistribution }},
+}
+
+// kubeSliceFields are what kube.StripEndpointSlice keeps of an EndpointSlice
+// besides its identity, named by their JSON paths.
+var kubeSliceFields = []field[*discoveryv1.EndpointSlice]{
+	{"metadata.labels", func(s *discoveryv1.EndpointSlice) any { return s.Labels }},
+	{"metadata.creationTimestamp", func(s *discoveryv1.EndpointSlice) any { return s.CreationTimestamp }},
+	{"addressType", func(s *discoveryv1.EndpointSlice) any { return s.AddressType }},
+	{"ports", func(s *discoveryv1.EndpointSlice) any { return s.Ports }},
+	// endpoints: compared one by one (compareSliceEndpoints).
+}
+
+// keptFields compares the fields the transform keeps of the kinds it
+// rebuilds; other kinds are cached whole (less managed fields) and
+// compared by resourceVersion alone.
 func keptFields(cached, listed any) []fieldDiff {
 	switch c := cached.(type) {
 	case *kubeconv.PodInfo:
@@ -111,8 +138,50 @@ func keptFields(cached, listed any) []fieldDiff {
 		if l, ok := listed.(*corev1.Node); ok {
 			return compareFields(nodeFields, c, l)
 		}
+	case *corev1.Service:
+		if l, ok := listed.(*corev1.Service); ok {
+			return compareFields(kubeServiceFields, c, l)
+		}
+	case *discoveryv1.EndpointSlice:
+		if l, ok := listed.(*discoveryv1.EndpointSlice); ok {
+			return append(compareFields(kubeSliceFields, c, l), compareSliceEndpoints(c, l)...)
+		}
 	}
 	return nil
+}
+
+// compareSliceEndpoints compares a slice's endpoints one by one, each
+// named by its first address ("endpoints[192.0.2.1]"), so that a slice of
+// a hundred endpoints that lost one change shows that one.
+func compareSliceEndpoints(cached, listed *discoveryv1.EndpointSlice) []fieldDiff {
+	byAddress := func(s *discoveryv1.EndpointSlice) map[string]discoveryv1.Endpoint {
+		m := make(map[string]discoveryv1.Endpoint, len(s.Endpoints))
+		for _, e := range s.Endpoints {
+			if len(e.Addresses) > 0 {
+				m[e.Addresses[0]] = e
+			}
+		}
+		return m
+	}
+	c, l := byAddress(cached), byAddress(listed)
+	var out []fieldDiff
+	addrs := slices.Concat(slices.Collect(maps.Keys(c)), slices.Collect(maps.Keys(l)))
+	slices.Sort(addrs)
+	for _, addr := range slices.Compact(addrs) {
+		ce, inCache := c[addr]
+		le, inList := l[addr]
+		cv, lv := absent, absent
+		if inCache {
+			cv = render(ce)
+		}
+		if inList {
+			lv = render(le)
+		}
+		if cv != lv {
+			out = append(out, fieldDiff{"endpoints[" + addr + "]", cv, lv})
+		}
+	}
+	return out
 }
 
 func compareFields[T any](fields []field[T], cached, listed T) []fieldDiff {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -221,6 +222,10 @@ func stripObject(obj any) (any, error) {
 		return obj, nil // already stripped
 	case *corev1.Node:
 		return StripNode(obj)
+	case *corev1.Service:
+		return StripService(obj)
+	case *discoveryv1.EndpointSlice:
+		return StripEndpointSlice(obj)
 	}
 	return StripManagedFields(obj)
 }

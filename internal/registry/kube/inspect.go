@@ -15,9 +15,10 @@ import (
 // relist of one kind.
 
 // Transform is what the informers apply to every object before caching
-// it (Pods become *kubeconv.PodInfo, Nodes keep their labels, managed
-// fields go): applied to a listed object, it gives what the cache should
-// hold. It is idempotent.
+// it (Pods become *kubeconv.PodInfo, Nodes keep their labels, Services
+// and EndpointSlices what conversion reads, managed fields go): applied
+// to a listed object, it gives what the cache should hold. It is
+// idempotent.
 func Transform(obj any) (any, error) { return stripObject(obj) }
 
 // Cached returns what the informer caches hold of kind (one of Kinds),
@@ -88,9 +89,10 @@ func (c *Controller) ModelFrom(objects map[string][]any) (*model.Store, error) {
 			return nil, fmt.Errorf("kube registry: no informer for kind %q", kind)
 		}
 		for _, o := range objs {
-			if kind == KindPod || kind == KindNode {
+			if kind != KindNamespace {
 				// The transforms build new objects from these kinds;
-				// the others' would strip the caller's objects in place.
+				// the Namespaces' would strip the caller's objects in
+				// place.
 				var err error
 				if o, err = stripObject(o); err != nil {
 					return nil, err

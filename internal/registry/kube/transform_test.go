@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/registry/kube"
@@ -153,29 +154,11 @@ func TestStripNode(t *testing.T) {
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
-	orig := in.DeepCopy()
 	want := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: "node-a", UID: "uid-n", ResourceVersion: "7",
 		Labels: stNodeLabels(),
 	}}
-
-	out, err := kube.StripNode(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out == any(in) {
-		t.Error("StripNode returned the original object; it must build a new one")
-	}
-	if !reflect.DeepEqual(out, want) {
-		t.Errorf("StripNode =\n%+v\nwant\n%+v", out, want)
-	}
-	if !reflect.DeepEqual(in, orig) {
-		t.Error("StripNode modified its input")
-	}
-	again, _ := kube.StripNode(out)
-	if !reflect.DeepEqual(again, want) {
-		t.Errorf("StripNode is not idempotent:\n%+v", again)
-	}
+	stCheckStrip(t, kube.StripNode, in, want, func(n *corev1.Node) any { return n.DeepCopy() })
 }
 
 func TestStripManagedFields(t *testing.T) {
@@ -254,11 +237,15 @@ func TestTransformsPassThroughOtherTypes(t *testing.T) {
 	pod := stFullPod()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: stManaged}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: stManaged}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "e", ManagedFields: stManaged}}
 	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/web-1", Obj: pod}
+	sliceTombstone := cache.DeletedFinalStateUnknown{Key: "shop/e", Obj: slice}
 
 	transforms := map[string]func(any) (any, error){
 		"StripPod":           kube.StripPod,
 		"StripNode":          kube.StripNode,
+		"StripService":       kube.StripService,
+		"StripEndpointSlice": kube.StripEndpointSlice,
 		"StripManagedFields": kube.StripManagedFields,
 	}
 	inputs := []struct {
@@ -269,12 +256,16 @@ func TestTransformsPassThroughOtherTypes(t *testing.T) {
 	}{
 		{"tombstone", tombstone, ""},
 		{"tombstone pointer", &tombstone, ""},
+		{"slice tombstone", sliceTombstone, ""},
 		{"nil", nil, ""},
 		{"string", "shop/web-1", ""},
 		{"nil pod", (*corev1.Pod)(nil), ""},
 		{"nil node", (*corev1.Node)(nil), ""},
+		{"nil service", (*corev1.Service)(nil), ""},
+		{"nil slice", (*discoveryv1.EndpointSlice)(nil), ""},
 		{"pod value, not pointer", *pod, ""},
-		{"service", svc, "StripManagedFields"},
+		{"service", svc, "StripService+StripManagedFields"},
+		{"slice", slice, "StripEndpointSlice+StripManagedFields"},
 		{"node", node, "StripNode+StripManagedFields"},
 		{"pod", pod, "StripPod+StripManagedFields"},
 	}
@@ -300,6 +291,9 @@ func TestTransformsPassThroughOtherTypes(t *testing.T) {
 	}
 	if tombstone.Obj.(*corev1.Pod).ManagedFields == nil {
 		t.Error("the Pod inside a tombstone was stripped")
+	}
+	if sliceTombstone.Obj.(*discoveryv1.EndpointSlice).ManagedFields == nil {
+		t.Error("the EndpointSlice inside a tombstone was stripped")
 	}
 }
 
@@ -327,6 +321,8 @@ func stDeepCopy(obj any) any {
 		return o.DeepCopy()
 	case *corev1.Service:
 		return o.DeepCopy()
+	case *discoveryv1.EndpointSlice:
+		return o.DeepCopy()
 	case corev1.Pod:
 		return *o.DeepCopy()
 	case cache.DeletedFinalStateUnknown:
@@ -344,5 +340,227 @@ func BenchmarkStripPod(b *testing.B) {
 		if _, err := kube.StripPod(pod); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// stFullService sets every field StripService keeps and many it must
+// drop.
+func stFullService() *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "cart", Namespace: "shop", UID: "uid-s", ResourceVersion: "9",
+			Generation: 2, CreationTimestamp: metav1.Now(),
+			Labels: map[string]string{"app": "cart"},
+			Annotations: map[string]string{
+				kubeconv.ExportToAnnotation: ".", stLastApplied: "{}", "note": "x",
+			},
+			Finalizers:    []string{"service.kubernetes.io/load-balancer-cleanup"},
+			ManagedFields: stManaged,
+		},
+		Spec: corev1.ServiceSpec{
+			Type:       corev1.ServiceTypeLoadBalancer,
+			ClusterIP:  "10.96.0.1",
+			ClusterIPs: []string{"10.96.0.1", "fd00::1"},
+			Selector:   map[string]string{"app": "cart"},
+			Ports: []corev1.ServicePort{{
+				Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: new("http"),
+				Port: 80, TargetPort: intstr.FromString("web"), NodePort: 30080,
+			}},
+			ExternalIPs:           []string{"192.0.2.1"},
+			SessionAffinity:       corev1.ServiceAffinityClientIP,
+			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			IPFamilyPolicy:        new(corev1.IPFamilyPolicyPreferDualStack),
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			HealthCheckNodePort:   30999,
+			InternalTrafficPolicy: new(corev1.ServiceInternalTrafficPolicyLocal),
+			TrafficDistribution:   new(corev1.ServiceTrafficDistributionPreferSameZone),
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{
+			Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}},
+		}},
+	}
+}
+
+func TestStripService(t *testing.T) {
+	full := stFullService()
+	tests := []struct {
+		desc string
+		in   *corev1.Service
+		want *corev1.Service
+	}{
+		{
+			desc: "load balancer",
+			in:   full,
+			want: &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "cart", Namespace: "shop", UID: "uid-s", ResourceVersion: "9",
+					Labels:      map[string]string{"app": "cart"},
+					Annotations: map[string]string{kubeconv.ExportToAnnotation: "."},
+				},
+				Spec: corev1.ServiceSpec{
+					Type:       corev1.ServiceTypeLoadBalancer,
+					ClusterIP:  "10.96.0.1",
+					ClusterIPs: []string{"10.96.0.1", "fd00::1"},
+					Selector:   map[string]string{"app": "cart"},
+					Ports: []corev1.ServicePort{{
+						Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: new("http"),
+						Port: 80, TargetPort: intstr.FromString("web"),
+					}},
+					InternalTrafficPolicy: new(corev1.ServiceInternalTrafficPolicyLocal),
+					TrafficDistribution:   new(corev1.ServiceTrafficDistributionPreferSameZone),
+				},
+			},
+		},
+		{
+			desc: "external name, no exportTo",
+			in: &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "db", Namespace: "shop", ResourceVersion: "3",
+					Annotations: map[string]string{"note": "x"}, ManagedFields: stManaged,
+				},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"},
+			},
+			want: &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop", ResourceVersion: "3"},
+				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"},
+			},
+		},
+		{
+			desc: "headless, unnamed port",
+			in: &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "h", Namespace: "shop"},
+				Spec: corev1.ServiceSpec{
+					ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone},
+					Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}},
+				},
+			},
+			want: &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: "h", Namespace: "shop"},
+				Spec: corev1.ServiceSpec{
+					ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone},
+					Ports: []corev1.ServicePort{{Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			stCheckStrip(t, kube.StripService, tt.in, tt.want, func(s *corev1.Service) any { return s.DeepCopy() })
+		})
+	}
+}
+
+func TestStripEndpointSlice(t *testing.T) {
+	tests := []struct {
+		desc string
+		in   *discoveryv1.EndpointSlice
+		want *discoveryv1.EndpointSlice
+	}{
+		{
+			desc: "every field",
+			in: &discoveryv1.EndpointSlice{
+				TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"},
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "cart-abc", Namespace: "shop", UID: "uid-e", ResourceVersion: "11",
+					GenerateName: "cart-", Generation: 4, CreationTimestamp: metav1.Unix(1000, 0),
+					Labels: map[string]string{
+						discoveryv1.LabelServiceName: "cart",
+						discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
+					},
+					Annotations: map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "t"},
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "v1", Kind: "Service", Name: "cart", UID: "uid-s",
+					}},
+					ManagedFields: stManaged,
+				},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports: []discoveryv1.EndpointPort{{
+					Name: new("http"), Port: new(int32(8080)), Protocol: new(corev1.ProtocolTCP), AppProtocol: new("http"),
+				}},
+				Endpoints: []discoveryv1.Endpoint{{
+					Addresses: []string{"10.0.0.1"},
+					Conditions: discoveryv1.EndpointConditions{
+						Ready: new(false), Serving: new(true), Terminating: new(true),
+					},
+					Hostname: new("cart-1"),
+					TargetRef: &corev1.ObjectReference{
+						Kind: "Pod", Namespace: "shop", Name: "cart-1", UID: "uid-p",
+						APIVersion: "v1", ResourceVersion: "5", FieldPath: "spec",
+					},
+					DeprecatedTopology: map[string]string{"kubernetes.io/hostname": "node-a"},
+					NodeName:           new("node-a"),
+					Zone:               new("z1"),
+					Hints:              &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}},
+				}, {
+					Addresses: []string{"10.0.0.2"},
+				}},
+			},
+			want: &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{
+					Name: "cart-abc", Namespace: "shop", UID: "uid-e", ResourceVersion: "11",
+					CreationTimestamp: metav1.Unix(1000, 0),
+					Labels:            map[string]string{discoveryv1.LabelServiceName: "cart"},
+				},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Name: new("http"), Port: new(int32(8080))}},
+				Endpoints: []discoveryv1.Endpoint{{
+					Addresses: []string{"10.0.0.1"},
+					Conditions: discoveryv1.EndpointConditions{
+						Ready: new(false), Serving: new(true), Terminating: new(true),
+					},
+					TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "cart-1"},
+					NodeName:  new("node-a"),
+					Zone:      new("z1"),
+				}, {
+					Addresses: []string{"10.0.0.2"},
+				}},
+			},
+		},
+		{
+			desc: "no service name, unnamed port without number",
+			in: &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: "x", Namespace: "shop", Labels: map[string]string{"a": "b"}},
+				AddressType: discoveryv1.AddressTypeFQDN,
+				Ports:       []discoveryv1.EndpointPort{{}},
+			},
+			want: &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: "x", Namespace: "shop"},
+				AddressType: discoveryv1.AddressTypeFQDN,
+				Ports:       []discoveryv1.EndpointPort{{}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			stCheckStrip(t, kube.StripEndpointSlice, tt.in, tt.want, func(s *discoveryv1.EndpointSlice) any { return s.DeepCopy() })
+		})
+	}
+}
+
+// stCheckStrip checks that a transform turns in into a new object equal
+// to want without modifying in, and that it is idempotent.
+func stCheckStrip[T any](t *testing.T, strip func(any) (any, error), in, want T, deepCopy func(T) any) {
+	t.Helper()
+	orig := deepCopy(in)
+	out, err := strip(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out == any(in) {
+		t.Error("the transform returned the original object; it must build a new one")
+	}
+	if !reflect.DeepEqual(out, want) {
+		t.Errorf("got\n%+v\nwant\n%+v", out, want)
+	}
+	if !reflect.DeepEqual(any(in), orig) {
+		t.Error("the transform modified its input")
+	}
+	again, err := strip(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again, want) {
+		t.Errorf("the transform is not idempotent:\n%+v", again)
 	}
 }

@@ -332,7 +332,7 @@ func TestConvertService(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := kubeconv.ConvertService(tt.svc, "cluster.local")
+			got := cvConvertService(t, tt.svc, "cluster.local")
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ConvertService =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -373,7 +373,7 @@ func TestConvertServiceTrafficPolicies(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: tt.spec}
 			svc.Spec.Ports = []corev1.ServicePort{{Name: "grpc", Port: 80}}
-			got := kubeconv.ConvertService(svc, "cluster.local")
+			got := cvConvertService(t, svc, "cluster.local")
 			if got.InternalTrafficPolicy != tt.wantPolicy || got.TrafficDistribution != tt.wantDist {
 				t.Errorf("got %v, %q; want %v, %q", got.InternalTrafficPolicy, got.TrafficDistribution, tt.wantPolicy, tt.wantDist)
 			}
@@ -382,10 +382,10 @@ func TestConvertServiceTrafficPolicies(t *testing.T) {
 }
 
 func TestConvertServiceNil(t *testing.T) {
-	if got := kubeconv.ConvertService(nil, "cluster.local"); got != nil {
+	if got := cvConvertService(t, nil, "cluster.local"); got != nil {
 		t.Errorf("ConvertService(nil) = %+v, want nil", got)
 	}
-	if got := kubeconv.ConvertService(&corev1.Service{}, ""); got == nil {
+	if got := cvConvertService(t, &corev1.Service{}, ""); got == nil {
 		t.Error("ConvertService(empty) = nil, want a service")
 	}
 }
@@ -395,7 +395,7 @@ func TestConvertServiceCopies(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Labels: map[string]string{"app": "a"}},
 		Spec:       corev1.ServiceSpec{ClusterIPs: []string{"10.0.0.1"}},
 	}
-	got := kubeconv.ConvertService(svc, "cluster.local")
+	got := cvConvertService(t, svc, "cluster.local")
 	svc.Labels["app"] = "changed"
 	svc.Spec.ClusterIPs[0] = "10.9.9.9"
 	if got.Labels["app"] != "a" || got.ClusterIPs[0] != "10.0.0.1" {
@@ -502,7 +502,7 @@ func TestBuildEndpointsFull(t *testing.T) {
 			Conditions: discoveryv1.EndpointConditions{Ready: new(true)},
 		})
 
-	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+	got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
 	want := []*model.Endpoint{{
 		Address: "10.0.0.1", Port: 8080, ServicePortName: "http",
 		Labels: map[string]string{
@@ -550,7 +550,7 @@ func TestBuildEndpointsNodeName(t *testing.T) {
 			ep := cvEndpoint(tt.ref, true, tt.address)
 			ep.NodeName = tt.sliceNode
 			slice := cvSlice("svc-abc", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("grpc"), 8080)}, ep)
-			got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+			got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
 			if len(got) != 1 || got[0].NodeName != tt.want {
 				t.Fatalf("endpoints %+v, want one on node %q", cvDeref(got), tt.want)
 			}
@@ -639,7 +639,7 @@ func TestBuildEndpointsPorts(t *testing.T) {
 			slice := cvSlice("s1", discoveryv1.AddressTypeIPv4, tt.slicePorts,
 				cvEndpoint(nil, true, "10.0.0.2"),
 				cvEndpoint(nil, true, "10.0.0.1"))
-			got := cvBriefs(kubeconv.BuildEndpoints(cvService(tt.svcPorts...), []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
+			got := cvBriefs(cvBuildEndpoints(t, cvService(tt.svcPorts...), []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -658,7 +658,7 @@ func TestBuildEndpointsAddressTypes(t *testing.T) {
 	fqdn := cvSlice("s-fqdn", discoveryv1.AddressTypeFQDN, ports, cvEndpoint(nil, true, "db.example.com"))
 	svc := cvService(model.Port{Name: "http", Port: 80})
 
-	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn, v6, v4}, f.lookup())
+	got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{fqdn, v6, v4}, f.lookup())
 	want := []cvBrief{
 		{"10.0.0.1", 8080, "http", model.Healthy},
 		{"fd00::1", 8080, "http", model.Healthy},
@@ -672,7 +672,7 @@ func TestBuildEndpointsAddressTypes(t *testing.T) {
 		}
 	}
 
-	if got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{fqdn}, f.lookup()); len(got) != 0 {
+	if got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{fqdn}, f.lookup()); len(got) != 0 {
 		t.Errorf("FQDN slice produced endpoints: %+v", cvDeref(got))
 	}
 }
@@ -776,10 +776,10 @@ func TestBuildEndpointsMerge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			forward := kubeconv.BuildEndpoints(svc, tt.slices, kubeconv.EndpointLookup{})
+			forward := cvBuildEndpoints(t, svc, tt.slices, kubeconv.EndpointLookup{})
 			reversed := slices.Clone(tt.slices)
 			slices.Reverse(reversed)
-			backward := kubeconv.BuildEndpoints(svc, reversed, kubeconv.EndpointLookup{})
+			backward := cvBuildEndpoints(t, svc, reversed, kubeconv.EndpointLookup{})
 
 			if got := cvBriefs(forward); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
@@ -832,7 +832,7 @@ func TestBuildEndpointsStaleTargetPort(t *testing.T) {
 				cvCreated(cvSlice(tc.newName, discoveryv1.AddressTypeIPv4, newPorts, cvEndpoint(nil, tc.newReady, "10.0.0.1")), tc.newCreated),
 			}
 			for range 2 {
-				got := kubeconv.BuildEndpoints(svc, in, kubeconv.EndpointLookup{})
+				got := cvBuildEndpoints(t, svc, in, kubeconv.EndpointLookup{})
 				if len(got) != 1 || fmt.Sprintf("%s:%d", got[0].Address, got[0].Port) != tc.wantEndpoint || got[0].Health != tc.wantHealth {
 					t.Fatalf("got %+v, want one endpoint %s %v", cvBriefs(got), tc.wantEndpoint, tc.wantHealth)
 				}
@@ -1015,7 +1015,7 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			slice := cvSlice("s", discoveryv1.AddressTypeIPv4, ports, tt.ep)
-			got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, tt.lookup)
+			got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{slice}, tt.lookup)
 			if len(got) != 1 {
 				t.Fatalf("got %d endpoints, want 1", len(got))
 			}
@@ -1039,7 +1039,7 @@ func TestBuildEndpointsSkipsNodeLookupForPinnedPods(t *testing.T) {
 		f.addPod(cvPod("ns", "pinned", "10.0.0.4", "node-a", map[string]string{label: "r9.z9"}))
 		slice := cvSlice("s", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 8080)},
 			cvEndpoint(cvPodRef("pinned"), true, "10.0.0.4"))
-		got := kubeconv.BuildEndpoints(cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
+		got := cvBuildEndpoints(t, cvService(model.Port{Name: "http", Port: 80}), []*discoveryv1.EndpointSlice{slice}, f.lookup())
 		if f.nodeLookups != 0 {
 			t.Errorf("%s: looked up the node %d times for a pod whose label decides", label, f.nodeLookups)
 		}
@@ -1056,7 +1056,7 @@ func TestBuildEndpointsSharesLabelsAcrossPorts(t *testing.T) {
 		[]discoveryv1.EndpointPort{cvPort(new("http"), 8080), cvPort(new("grpc"), 9090)},
 		cvEndpoint(cvPodRef("p"), true, "10.0.0.1"))
 	svc := cvService(model.Port{Name: "http", Port: 80}, model.Port{Name: "grpc", Port: 90})
-	got := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
+	got := cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{slice}, f.lookup())
 	if len(got) != 2 {
 		t.Fatalf("got %d endpoints, want 2", len(got))
 	}
@@ -1080,7 +1080,7 @@ func TestBuildEndpointsOrderAndHealth(t *testing.T) {
 			Ready: new(false), Serving: new(true), Terminating: new(true),
 		}},
 	)
-	got := cvBriefs(kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
+	got := cvBriefs(cvBuildEndpoints(t, svc, []*discoveryv1.EndpointSlice{slice}, kubeconv.EndpointLookup{}))
 	want := []cvBrief{
 		{"10.0.0.1", 1000, "a-port", model.Unhealthy},
 		{"10.0.0.2", 1000, "a-port", model.Draining},
@@ -1105,19 +1105,19 @@ func TestBuildEndpointsNoEndpoints(t *testing.T) {
 	headless := cvService(model.Port{Name: "http", Port: 80})
 	headless.Resolution = model.Passthrough
 
-	if got := kubeconv.BuildEndpoints(nil, slicesIn, kubeconv.EndpointLookup{}); got != nil {
+	if got := cvBuildEndpoints(t, nil, slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("nil service: %+v", cvDeref(got))
 	}
-	if got := kubeconv.BuildEndpoints(alias, slicesIn, kubeconv.EndpointLookup{}); got != nil {
+	if got := cvBuildEndpoints(t, alias, slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("ExternalName service: %+v", cvDeref(got))
 	}
-	if got := kubeconv.BuildEndpoints(cvService(), slicesIn, kubeconv.EndpointLookup{}); got != nil {
+	if got := cvBuildEndpoints(t, cvService(), slicesIn, kubeconv.EndpointLookup{}); got != nil {
 		t.Errorf("service without ports: %+v", cvDeref(got))
 	}
-	if got := kubeconv.BuildEndpoints(headless, slicesIn, kubeconv.EndpointLookup{}); len(got) != 1 {
+	if got := cvBuildEndpoints(t, headless, slicesIn, kubeconv.EndpointLookup{}); len(got) != 1 {
 		t.Errorf("headless service got %d endpoints, want 1", len(got))
 	}
-	if got := kubeconv.BuildEndpoints(headless, nil, kubeconv.EndpointLookup{}); len(got) != 0 {
+	if got := cvBuildEndpoints(t, headless, nil, kubeconv.EndpointLookup{}); len(got) != 0 {
 		t.Errorf("no slices: %+v", cvDeref(got))
 	}
 }

@@ -40,7 +40,7 @@ func TestExportToAnnotation(t *testing.T) {
 			if tc.annotation != nil {
 				svc.Annotations = map[string]string{kubeconv.ExportToAnnotation: *tc.annotation}
 			}
-			got := kubeconv.ConvertService(svc, model.DefaultDomainSuffix)
+			got := cvConvertService(t, svc, model.DefaultDomainSuffix)
 			if !slices.Equal(got.ExportTo, tc.want) {
 				t.Errorf("ExportTo = %q, want %q", got.ExportTo, tc.want)
 			}

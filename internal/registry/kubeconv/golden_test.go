@@ -26,7 +26,8 @@ import (
 // objects are handed to kubeconv as both registries hand them: a Service's
 // EndpointSlices are those of its namespace labelled with its name, Pods
 // are looked up by name and by IP (kubeconv.PodForIP), Nodes by name.
-// -update rewrites the outputs and removes those no case makes.
+// The same objects stripped as the informers strip them must give the
+// same model. -update rewrites the outputs and removes those no case makes.
 func TestGolden(t *testing.T) {
 	cases := &golden.Cases{In: "testdata/in/*.yaml", Out: "testdata/out", Rerun: "go test ./internal/registry/kubeconv -run TestGolden -update"}
 	cases.Run(t, func(t *testing.T, name string, raw []byte) {
@@ -42,7 +43,32 @@ func TestGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases.Check(t, name+".json", append(b, '\n'))
+
+		stripped, err := json.MarshalIndent(convertObjects(strippedObjects(objs)), "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(stripped) != string(b) {
+			t.Errorf("the Services and EndpointSlices the informers cache (stripped) give another model:\n%s", stripped)
+		}
 	})
+}
+
+// strippedObjects replaces Services and EndpointSlices with what the
+// informers' transforms keep of them.
+func strippedObjects(objs []*file.Object) []*file.Object {
+	out := make([]*file.Object, len(objs))
+	for i, o := range objs {
+		c := *o
+		switch obj := o.Obj.(type) {
+		case *corev1.Service:
+			c.Obj = kubeconv.StrippedService(obj)
+		case *discoveryv1.EndpointSlice:
+			c.Obj = kubeconv.StrippedEndpointSlice(obj)
+		}
+		out[i] = &c
+	}
+	return out
 }
 
 // convertedModel is the output of a golden case.

@@ -34,7 +34,8 @@ type PodInfo struct {
 
 // NewPodInfo keeps what meshpilot reads of a Pod; nil gives nil. The
 // result shares the Pod's label map, owner references and deletion
-// timestamp.
+// timestamp, and one copy of its namespace, node and service account
+// names with every other Pod's.
 func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	if pod == nil {
 		return nil
@@ -42,7 +43,7 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	p := &PodInfo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            pod.Name,
-			Namespace:       pod.Namespace,
+			Namespace:       names.str(pod.Namespace),
 			UID:             pod.UID,
 			Labels:          pod.Labels,
 			ResourceVersion: pod.ResourceVersion,
@@ -51,9 +52,9 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 			// it costs a pointer.
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
-		NodeName:       pod.Spec.NodeName,
-		ServiceAccount: pod.Spec.ServiceAccountName,
-		Phase:          pod.Status.Phase,
+		NodeName:       names.str(pod.Spec.NodeName),
+		ServiceAccount: names.str(pod.Spec.ServiceAccountName),
+		Phase:          corev1.PodPhase(names.str(string(pod.Status.Phase))),
 	}
 	for _, ip := range pod.Status.PodIPs {
 		if ip.IP != "" {
