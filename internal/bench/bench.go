@@ -33,7 +33,6 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/client-go/kubernetes"
 
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
@@ -238,9 +237,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}()
 	}
 
-	// Setup: a client allowed to write fast.
+	// Setup: clients allowed to write fast, kubeWriter for the built-in
+	// kinds, rc for Istio's.
 	rc := fastWrites(env.Config)
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, err := kubeWriter(env.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -248,8 +248,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	logf("writing %d services over %d namespaces, %d endpoints each, on %d nodes", cfg.Services, cfg.Namespaces, cfg.Endpoints, cfg.Nodes)
 	t0 := time.Now()
 	res.meter = newCPUMeter()
-	if err := w.setup(ctx); err != nil {
-		return nil, fmt.Errorf("writing the workload: %w", err)
+	stopReport := w.reportSetup(30*time.Second, logf)
+	err = w.setup(ctx)
+	stopReport()
+	if err != nil {
+		return nil, fmt.Errorf("writing the workload (%d of %d writes made): %w", w.writes.Load(), w.setupWrites(), err)
 	}
 	if cfg.TrafficRules {
 		logf("installing Istio's CRDs; a DestinationRule and a VirtualService per service")

@@ -59,8 +59,8 @@ func TestSmallRun(t *testing.T) {
 	cfg := smallConfig(5, "small")
 	res, log := runSmall(t, cfg)
 	// 2 namespaces + 3 nodes + 5 services + 10 pods (create and status) + 5 slices.
-	if want := int64(2 + 3 + 5 + 2*10 + 5); res.Setup.Writes != want {
-		t.Errorf("setup writes = %d, want %d", res.Setup.Writes, want)
+	if want := int64(2 + 3 + 5 + 2*10 + 5); res.Setup.Writes != want || newWorkload(nil, &cfg).setupWrites() != want {
+		t.Errorf("setup writes = %d, expected %d, want %d", res.Setup.Writes, newWorkload(nil, &cfg).setupWrites(), want)
 	}
 	cv := res.Convergence
 	if cv.Clients != 3 || cv.P50MS <= 0 || cv.P50MS > cv.P99MS || cv.P99MS > cv.MaxMS || cv.MaxMS > cv.AllMS {

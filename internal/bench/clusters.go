@@ -96,7 +96,7 @@ func startRemoteClusters(ctx context.Context, cfg *Config, local kubernetes.Inte
 		}
 		rc := &remoteCluster{id: id, env: env}
 		rcs = append(rcs, rc)
-		kc, err := kubernetes.NewForConfig(fastWrites(env.Config))
+		kc, err := kubeWriter(env.Config)
 		if err != nil {
 			return rcs, stop, err
 		}

@@ -13,8 +13,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -37,12 +39,11 @@ var addrBase = binary.BigEndian.Uint32(netip.MustParseAddr("10.128.0.0").AsSlice
 
 // service is one benchmark service and the slice that holds its endpoints.
 type service struct {
-	idx       int
-	name, ns  string
-	hostname  string
-	mu        sync.Mutex                 // serialises slice writes
-	slice     *discoveryv1.EndpointSlice // as last written
-	addresses []string
+	idx      int
+	name, ns string
+	hostname string
+	mu       sync.Mutex                 // serialises slice writes
+	slice    *discoveryv1.EndpointSlice // as last written (keptSlice)
 	// vs is its VirtualService as last written (Config.TrafficRules),
 	// v1Weight the weight of its route to subset v1.
 	vs       *networkingv1.VirtualService
@@ -57,9 +58,14 @@ type workload struct {
 	cfg      *Config
 	services []*service
 	nodes    []string
-	nextAddr atomic.Uint32
-	nextPod  atomic.Int64
-	writes   atomic.Int64
+	// nodeNames and zones point at each node's name and zone, shared by
+	// the endpoints on the node: at 50 000 services x 10 endpoints a
+	// copy per endpoint would be tens of megabytes of meshbench's own
+	// memory.
+	nodeNames, zones []*string
+	nextAddr         atomic.Uint32
+	nextPod          atomic.Int64
+	writes           atomic.Int64
 	// istio writes the traffic rules (Config.TrafficRules).
 	istio istioclient.Interface
 
@@ -68,10 +74,24 @@ type workload struct {
 	addrOffset uint32
 }
 
+// kubeWriter is the clientset that writes a workload: no client-side
+// rate limit to speak of (fastWrites), and Kubernetes' protobuf encoding
+// both ways, which costs the API server and meshbench less CPU per
+// object than JSON; the API server is what bounds the write rate.
+// Istio's kinds have no protobuf encoding: their client keeps JSON.
+func kubeWriter(cfg *rest.Config) (kubernetes.Interface, error) {
+	rc := fastWrites(cfg)
+	rc.ContentType = runtime.ContentTypeProtobuf
+	rc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return kubernetes.NewForConfig(rc)
+}
+
 func newWorkload(client kubernetes.Interface, cfg *Config) *workload {
 	w := &workload{client: client, cfg: cfg}
 	for i := range cfg.Nodes {
 		w.nodes = append(w.nodes, fmt.Sprintf("%s-node-%d", cfg.Prefix, i))
+		w.nodeNames = append(w.nodeNames, &w.nodes[i])
+		w.zones = append(w.zones, ptr.To(zone(i)))
 	}
 	for i := range cfg.Services {
 		ns := w.namespace(i % cfg.Namespaces)
@@ -124,27 +144,21 @@ func (w *workload) setup(ctx context.Context) error {
 		return err
 	}
 	// One task per object keeps the writes in flight even when a service
-	// has many endpoints; a slice is written once its pods are.
-	type task struct{ svc, ep int } // ep == -1: the service itself
-	var tasks []task
-	for s := range w.services {
-		tasks = append(tasks, task{s, -1})
-		for e := range w.cfg.Endpoints {
-			tasks = append(tasks, task{s, e})
-		}
-	}
+	// has many endpoints; a slice is written once its pods are. Task i
+	// is object i%(E+1) of service i/(E+1): 0 the service, then its Pods.
+	perService := w.cfg.Endpoints + 1
 	eps := make([][]discoveryv1.Endpoint, len(w.services))
 	for s := range eps {
 		eps[s] = make([]discoveryv1.Endpoint, w.cfg.Endpoints)
 	}
-	err = forEach(ctx, len(tasks), w.cfg.Concurrency, func(ctx context.Context, i int) error {
-		t := tasks[i]
-		svc := w.services[t.svc]
-		if t.ep < 0 {
+	err = forEach(ctx, len(w.services)*perService, w.cfg.Concurrency, func(ctx context.Context, i int) error {
+		s, obj := i/perService, i%perService
+		svc := w.services[s]
+		if obj == 0 {
 			return w.createService(ctx, svc)
 		}
 		ep, err := w.createPod(ctx, svc)
-		eps[t.svc][t.ep] = ep
+		eps[s][obj-1] = ep
 		return err
 	})
 	if err != nil {
@@ -157,11 +171,22 @@ func (w *workload) setup(ctx context.Context) error {
 			return err
 		}
 		svc.slice = out
-		for _, e := range eps[i] {
-			svc.addresses = append(svc.addresses, e.Addresses...)
-		}
 		return nil
 	})
+}
+
+// keptSlice is what a service remembers of its slice after sent was
+// written and the API server answered out: what was sent, with the
+// server's metadata but not its managedFields. The decoded answer would
+// be a second copy of every endpoint, managedFields a third of its size.
+// An update built from it sends the same fields as one built from out:
+// the API server fills in the same defaults again and keeps the
+// managedFields an update leaves out.
+func keptSlice(sent, out *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	kept := *sent
+	kept.ObjectMeta = out.ObjectMeta
+	kept.ManagedFields = nil
+	return &kept
 }
 
 // createSlice writes the one EndpointSlice of svc with eps.
@@ -177,7 +202,10 @@ func (w *workload) createSlice(ctx context.Context, svc *service, eps []discover
 	}
 	out, err := w.client.DiscoveryV1().EndpointSlices(svc.ns).Create(ctx, slice, metav1.CreateOptions{})
 	w.writes.Add(1)
-	return out, wrap(err, "creating the slice of %s", svc.hostname)
+	if err != nil {
+		return nil, wrap(err, "creating the slice of %s", svc.hostname)
+	}
+	return keptSlice(slice, out), nil
 }
 
 func (w *workload) createService(ctx context.Context, svc *service) error {
@@ -235,8 +263,8 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 	return discoveryv1.Endpoint{
 		Addresses:  []string{addr},
 		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		NodeName:   ptr.To(w.nodes[node]),
-		Zone:       ptr.To(zone(node)),
+		NodeName:   w.nodeNames[node],
+		Zone:       w.zones[node],
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: svc.ns, Name: pod.Name, UID: out.UID},
 	}, nil
 }
@@ -270,11 +298,7 @@ func (w *workload) rotateEndpoint(ctx context.Context, svc *service, ep discover
 		w.writes.Add(1)
 		if err == nil {
 			written = time.Now()
-			svc.slice = out
-			svc.addresses = append(svc.addresses, ep.Addresses...)
-			if dropped != nil {
-				svc.addresses = svc.addresses[len(dropped.Addresses):]
-			}
+			svc.slice = keptSlice(next, out)
 			return written, dropped, nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 5 {
@@ -284,6 +308,7 @@ func (w *workload) rotateEndpoint(ctx context.Context, svc *service, ep discover
 		if gerr != nil {
 			return time.Time{}, nil, wrap(gerr, "reading the slice of %s", svc.hostname)
 		}
+		cur.ManagedFields = nil
 		svc.slice = cur
 	}
 }
