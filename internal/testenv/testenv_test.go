@@ -2,6 +2,10 @@ package testenv
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +52,27 @@ func TestRestartKeepsDataAndClients(t *testing.T) {
 	if err != nil {
 		t.Fatalf("namespace %s not readable after restart: %v", ns, err)
 	}
+}
+
+// TestEtcdQuota: etcd runs with the raised quota, which it reports
+// among its metrics.
+func TestEtcdQuota(t *testing.T) {
+	resp, err := http.Get(env.env.ControlPlane.Etcd.URL.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcd_server_quota_backend_bytes "); ok {
+			if got, err := strconv.ParseFloat(v, 64); err != nil || got != EtcdQuotaBytes {
+				t.Errorf("etcd's quota is %s, want %d", v, EtcdQuotaBytes)
+			}
+			return
+		}
+	}
+	t.Errorf("etcd's metrics have no etcd_server_quota_backend_bytes:\n%.2000s", body)
 }
