@@ -68,18 +68,52 @@ func TestSmallRunSharesConnections(t *testing.T) {
 		t.Errorf("responses %v, want an LDS and an EDS response per client at least", res.XDS.Responses)
 	}
 	for _, p := range res.Phases {
-		if p.Harness.CPUSeconds <= 0 || p.HarnessCPUDelta < 0 || p.WallSeconds <= 0 {
+		if p.Harness.CPUSeconds <= 0 || p.HarnessCPUDelta < 0 || p.WallSeconds <= 0 || p.MachineBusyCores < 0 {
 			t.Errorf("phase %s: implausible harness usage %+v, %v s in phase", p.Name, p.Harness, p.WallSeconds)
 		}
 	}
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)
-	for _, want := range []string{"6 ADS streams over 2 connections", "meshbench CPU s"} {
+	for _, want := range []string{"6 ADS streams over 2 connections", "meshbench CPU s", "machine busy cores"} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}
 	}
 	if t.Failed() {
 		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
+	}
+}
+
+// The machine's CPU comes from /proc/stat's first line: idle and iowait
+// are idle, guest time is in user already; busy cores are busy time over
+// wall time, which the cpuN lines share out.
+func TestMachineCPU(t *testing.T) {
+	const before = "cpu  1000 0 200 5000 100 0 0 0 50 0\ncpu0 500 0 100 2500 50 0 0 0 25 0\ncpu1 500 0 100 2500 50 0 0 0 25 0\nintr 1\n"
+	// 2 s later: 3 of the 4 core-seconds busy (300 ticks of 400).
+	const after = "cpu  1250 0 250 5080 120 0 0 0 90 0\ncpu0 600 0 150 2550 50 0 0 0 45 0\ncpu1 650 0 100 2530 70 0 0 0 45 0\n"
+	b, err := parseMachineCPU(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.busy != 12 || b.total != 63 || b.cpus != 2 {
+		t.Fatalf("parsed %+v, want 12 s busy of 63, 2 cpus", b)
+	}
+	a, err := parseMachineCPU(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := a.busyCores(b); got != 1.5 {
+		t.Errorf("busy cores %v, want 1.5 (3 s busy in 2 s of wall time)", got)
+	}
+	if got := a.busyCores(machineCPU{}); got != 0 {
+		t.Errorf("busy cores from no reading %v, want 0", got)
+	}
+	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 3\n", "cpu a b c d e f g h\n"} {
+		if _, err := parseMachineCPU(bad); err == nil {
+			t.Errorf("parsed %q without an error", bad)
+		}
+	}
+	if _, err := readMachineCPU(); err != nil {
+		t.Errorf("this machine's /proc/stat: %v", err)
 	}
 }

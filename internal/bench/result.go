@@ -169,6 +169,12 @@ type Phase struct {
 	Harness Usage `json:"harness"`
 	// HarnessCPUDelta is meshbench's CPU time in this phase alone.
 	HarnessCPUDelta float64 `json:"harness_cpu_seconds_in_phase"`
+	// MachineBusyCores is how many of the machine's cores every process
+	// on it kept busy in this phase, the run's own and others' (0 for
+	// the first phase): well above meshpilot's and meshbench's own use,
+	// the machine's other work bounded the phase.
+	MachineBusyCores float64    `json:"machine_busy_cores,omitempty"`
+	machine          machineCPU // the machine's CPU time at the phase's end
 	// Processes are the CPU time and memory of every process of the run
 	// in this phase, meshpilot's among them.
 	Processes []ProcessUsage `json:"processes,omitempty"`
@@ -203,12 +209,13 @@ func (r *Result) snapshot(p *process, name string) {
 	}
 	now := time.Now()
 	self, _ := readUsage(os.Getpid()) // /proc/self is there when the child's is
+	machine, _ := readMachineCPU()
 	peak := p.sampledPeak()
 	if u.RSS > peak.RSS {
 		peak = u
 	}
 	ph := Phase{Name: name, Usage: u, CPUDelta: u.CPUSeconds, SampledPeakRSS: peak.RSS,
-		At: now, WallSeconds: now.Sub(r.Started).Seconds(), Harness: self, HarnessCPUDelta: self.CPUSeconds}
+		At: now, WallSeconds: now.Sub(r.Started).Seconds(), Harness: self, HarnessCPUDelta: self.CPUSeconds, machine: machine}
 	r.Peak = PeakUsage{HWM: max(r.Peak.HWM, u.HWM), SampledRSS: peak.RSS, SampledAnon: peak.RSSAnon, SampledFile: peak.RSSFile}
 	if r.meter != nil {
 		ph.Processes = r.meter.lap()
@@ -218,6 +225,7 @@ func (r *Result) snapshot(p *process, name string) {
 		ph.CPUDelta = cpuDelta(u.CPUSeconds, prev.CPUSeconds)
 		ph.HarnessCPUDelta = cpuDelta(self.CPUSeconds, prev.Harness.CPUSeconds)
 		ph.WallSeconds = now.Sub(prev.At).Seconds()
+		ph.MachineBusyCores = machine.busyCores(prev.machine)
 	}
 	r.Phases = append(r.Phases, ph)
 }
