@@ -91,3 +91,22 @@ func NewResource[T Object, L runtime.Object](g *Group, resource, namespace strin
 	}
 	return gentype.NewClientWithList(resource, g.rest, g.params, namespace, newObj, newList, opts...)
 }
+
+// NewRawClient returns an unversioned REST client for raw requests
+// (discovery documents, /version) whose errors decode as metav1.Status.
+func NewRawClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.APIPath = "/"
+	c.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: StatusCodecs()}
+	return rest.UnversionedRESTClientFor(c)
+}
+
+// StatusCodecs decode metav1.Status and nothing else: what raw requests
+// need, rather than client-go's scheme of every built-in kind, which would
+// link and register them all.
+func StatusCodecs() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return serializer.NewCodecFactory(s)
+}

@@ -15,10 +15,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
 
 // CheckTimeout bounds the single request Check makes.
@@ -33,7 +34,7 @@ func Check(ctx context.Context, cfg *rest.Config) error {
 	c.Timeout = CheckTimeout
 	c.GroupVersion = &schema.GroupVersion{}
 	c.APIPath = "/"
-	c.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: statusCodecs()}
+	c.NegotiatedSerializer = serializer.WithoutConversionCodecFactory{CodecFactory: kubeapi.StatusCodecs()}
 	client, err := rest.UnversionedRESTClientFor(c)
 	if err != nil {
 		return fmt.Errorf("the client configuration for the API server at %s is not usable: %v", cfg.Host, oneLine(err))
@@ -54,15 +55,6 @@ func Check(ctx context.Context, cfg *rest.Config) error {
 		return ctx.Err()
 	}
 	return Explain(cfg.Host, err)
-}
-
-// statusCodecs decode what /version may answer besides its JSON: a
-// metav1.Status. A scheme of just that, rather than client-go's scheme of
-// every built-in kind, which would link and register them all.
-func statusCodecs() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return serializer.NewCodecFactory(s)
 }
 
 // Explain turns an error from a request to the API server at host into one

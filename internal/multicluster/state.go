@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/multicluster/clusterstate"
 )
 
@@ -188,14 +188,14 @@ func (c *Controller) setLastError(cl *cluster, err error) {
 func readyz(cfg *rest.Config) func(context.Context) error {
 	pc := rest.CopyConfig(cfg)
 	pc.Timeout = probeTimeout
-	client, err := discovery.NewDiscoveryClientForConfig(pc)
+	client, err := kubeapi.NewRawClient(pc)
 	if err != nil {
 		return func(context.Context) error { return fmt.Errorf("probe client: %w", err) }
 	}
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		defer cancel()
-		if err := client.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		if err := client.Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
 			return fmt.Errorf("GET %s/readyz: %w", cfg.Host, err)
 		}
 		return nil

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 )
@@ -159,34 +158,41 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
-func testMapper() meta.RESTMapper {
+func testGroups() []groupResources {
 	res := func(name, singular, kind string, namespaced bool, short ...string) metav1.APIResource {
 		return metav1.APIResource{Name: name, SingularName: singular, Kind: kind, Namespaced: namespaced, ShortNames: short, Verbs: []string{"list", "watch"}}
 	}
-	groups := []*restmapper.APIGroupResources{
+	return []groupResources{
 		{
-			Group: metav1.APIGroup{Name: "", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "v1", Version: "v1"}},
+			group: metav1.APIGroup{Name: "", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "v1", Version: "v1"}},
 				PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "v1", Version: "v1"}},
-			VersionedResources: map[string][]metav1.APIResource{"v1": {
+			resources: map[string][]metav1.APIResource{"v1": {
 				res("services", "service", "Service", true, "svc"),
 				res("pods", "pod", "Pod", true, "po"),
+				res("pods/status", "", "Pod", true),
 				res("nodes", "node", "Node", false, "no"),
 			}},
 		},
 		{
-			Group: metav1.APIGroup{Name: "example.com", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "example.com/v1", Version: "v1"}},
+			group: metav1.APIGroup{Name: "example.com", Versions: []metav1.GroupVersionForDiscovery{
+				{GroupVersion: "example.com/v1", Version: "v1"}, {GroupVersion: "example.com/v1beta1", Version: "v1beta1"}},
 				PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1", Version: "v1"}},
-			VersionedResources: map[string][]metav1.APIResource{"v1": {
-				res("widgets", "widget", "Widget", true, "wd"),
-			}},
+			resources: map[string][]metav1.APIResource{
+				"v1":      {res("widgets", "widget", "Widget", true, "wd")},
+				"v1beta1": {res("widgets", "widget", "Widget", true, "wd"), res("gadgets", "gadget", "Gadget", false, "po")},
+			},
 		},
 	}
-	return restmapper.NewDiscoveryRESTMapper(groups)
+}
+
+func testMapper() meta.RESTMapper {
+	groups := testGroups()
+	return shortNames{RESTMapper: newMapper(groups), groups: groups}
 }
 
 func TestResolve(t *testing.T) {
 	m := testMapper()
-	got, err := Resolve(m, []string{"services", "pod", "Node", "widgets.example.com", "widget.v1.example.com", "service"})
+	got, err := Resolve(m, []string{"services", "pod", "Node", "widgets.example.com", "widget.v1.example.com", "service", "svc", "wd", "gadgets"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +205,7 @@ func TestResolve(t *testing.T) {
 		"/v1, Resource=pods Pod namespaced",
 		"/v1, Resource=nodes Node cluster",
 		"example.com/v1, Resource=widgets Widget namespaced",
+		"example.com/v1beta1, Resource=gadgets Gadget cluster",
 	}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("got %q\nwant %q", names, want)
@@ -210,6 +217,36 @@ func TestResolve(t *testing.T) {
 	}
 	if _, err := Resolve(m, []string{" "}); err == nil {
 		t.Error("no error for an empty list")
+	}
+}
+
+// TestShortNames: a short name resolves to its resource; one that two
+// resources claim goes to the first in discovery's order, with a warning;
+// full and singular names are never taken for short ones.
+func TestShortNames(t *testing.T) {
+	groups := testGroups()
+	var warnings []string
+	m := shortNames{RESTMapper: newMapper(groups), groups: groups, warn: func(w string) { warnings = append(warnings, w) }}
+	cases := []struct {
+		arg, want string
+		warned    bool
+	}{
+		{"svc", "/v1, Resource=services", false},
+		{"no", "/v1, Resource=nodes", false},
+		{"wd", "example.com/v1, Resource=widgets", false},
+		{"po", "/v1, Resource=pods", true},
+		{"pod", "/v1, Resource=pods", false},
+		{"gadget", "example.com/v1beta1, Resource=gadgets", false},
+	}
+	for _, c := range cases {
+		warnings = nil
+		got, err := m.ResourceFor(schema.GroupVersionResource{Resource: c.arg})
+		if err != nil || got.String() != c.want {
+			t.Errorf("%s: got %v, %v; want %s", c.arg, got, err, c.want)
+		}
+		if (len(warnings) > 0) != c.warned {
+			t.Errorf("%s: warnings %q", c.arg, warnings)
+		}
 	}
 }
 

@@ -27,11 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/kubeapi"
@@ -238,13 +235,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		args = DefaultResources
 	}
 
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	groups, err := discover(ctx, cfg)
 	if err != nil {
-		return err
+		return kubeclient.Explain(cfg.Host, err)
 	}
-	cached := memory.NewMemCacheClient(dc)
-	mapper := restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached,
-		func(w string) { o.Log.Warn(w) })
+	mapper := shortNames{RESTMapper: newMapper(groups), groups: groups, warn: func(w string) { o.Log.Warn(w) }}
 	targets, err := Resolve(mapper, args)
 	if err != nil {
 		return err
