@@ -168,6 +168,8 @@ type resourceCache struct {
 	collectedMu sync.Mutex
 	collected   []*slot
 	swept       atomic.Bool // true when collected is empty
+	// collectFn is collect, made once: a method value allocates.
+	collectFn func(*slot)
 }
 
 func newResourceCache(gens []Generator, onError func(ResourceType, string, error)) *resourceCache {
@@ -177,6 +179,7 @@ func newResourceCache(gens []Generator, onError func(ResourceType, string, error
 		c.byName[i] = map[string]*entrySet{}
 	}
 	c.swept.Store(true)
+	c.collectFn = c.collect
 	return c
 }
 
@@ -239,7 +242,7 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 	}
 	set.put(sl)
 	c.index(sl, e.deps)
-	runtime.AddCleanup(e, c.collect, sl)
+	runtime.AddCleanup(e, c.collectFn, sl)
 	return e
 }
 

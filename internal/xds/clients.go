@@ -120,6 +120,16 @@ func subscribedOnly(es []*entry, subscribed []string) []*entry {
 	return out
 }
 
+// shareStrings replaces each name of names found in sorted by sorted's
+// string, equal but perhaps another copy.
+func shareStrings(names, sorted []string) {
+	for i, n := range names {
+		if j, ok := slices.BinarySearch(sorted, n); ok {
+			names[i] = sorted[j]
+		}
+	}
+}
+
 func anys(es []*entry) []*anypb.Any {
 	out := make([]*anypb.Any, len(es))
 	for i, e := range es {
@@ -349,12 +359,22 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 		unsubscribed = len(unsubscribe) > 0
 	} else {
 		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") || (ts.Wildcard && len(names) == 0)
-		// An ACK usually repeats the names: then nothing is copied.
-		if !slices.Equal(names, ts.Subscribed) {
+		// An ACK usually repeats the names (in the same order or not).
+		// Then nothing is copied, and the request is made to share the
+		// stream's strings: what go-control-plane keeps of it (the
+		// subscription) holds the stream's one copy of its names, not a
+		// copy per request.
+		if slices.Equal(names, ts.Subscribed) {
+			copy(names, ts.Subscribed)
+		} else {
 			sub := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "*" })
 			slices.Sort(sub)
-			ts.Subscribed = sub
-			unsubscribed = true
+			if slices.Equal(sub, ts.Subscribed) {
+				shareStrings(names, ts.Subscribed)
+			} else {
+				ts.Subscribed = sub
+				unsubscribed = true
+			}
 		}
 	}
 	// gRPC clients never get everything: an empty list means nothing.

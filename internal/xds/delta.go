@@ -16,7 +16,7 @@ func (s *Server) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscriptio
 	if !ok {
 		return func() {}, nil // nothing to send, ever
 	}
-	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, dreq: req, dch: ch}), nil
+	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, dch: ch, initial: req.GetResponseNonce() == ""}), nil
 }
 
 // delta builds the incremental response a watch needs, or nil, and
@@ -66,18 +66,18 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *deltaRes
 	// initial_fetch_timeout) before it finishes starting. That holds for
 	// listeners too, which meshpilot never serves to Envoy. go-control-plane
 	// knows a first request by its empty nonce, as its own caches do.
-	initialWildcard := w.sub.IsWildcard() && w.dreq.GetResponseNonce() == ""
+	initialWildcard := w.sub.IsWildcard() && w.initial
 	if len(res) == 0 && len(removed) == 0 && !initialWildcard {
 		return nil
 	}
 	slices.Sort(removed)
 	r := &deltaResponse{
-		req: w.dreq,
+		req: s.deltaRequests[w.typ],
 		out: &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: s.nextVersion(),
 			Resources:         res,
 			RemovedResources:  removed,
-			TypeUrl:           w.dreq.GetTypeUrl(),
+			TypeUrl:           s.types[w.typ].URL,
 		},
 		returned: next,
 	}

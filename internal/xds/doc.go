@@ -170,7 +170,12 @@
 // and the latest ACKed (version and nonce), and the latest NACK with its
 // error; Clients returns it, ConfigDump adds the resources of the ACKed
 // responses. It comes from go-control-plane's request and response
-// callbacks. A response caused by a push carries the push's start (the
+// callbacks. What a stream costs is proportional to its subscriptions:
+// its names once (an ACK that repeats them is made to share the
+// stream's strings, so go-control-plane's subscription holds no second
+// copy), the versions last sent, references to the shared resources it
+// holds, and one waiting watch per type, which keeps nothing of its
+// request. A response caused by a push carries the push's start (the
 // moment the change reached meshpilot) to the send callback and, through
 // the nonce, to the ACK; an Observer is told both durations, which is how
 // convergence is measured without Prometheus in this package.

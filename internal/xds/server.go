@@ -12,6 +12,7 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -133,6 +134,13 @@ type Server struct {
 	mu      sync.Mutex
 	cache   *resourceCache
 	watches *watchIndex
+
+	// sotwRequests and deltaRequests are, per type, what a response
+	// names as its request: go-control-plane reads only its type URL
+	// (and hands it to callbacks that ignore it). Shared and never
+	// changed, so that no watch keeps its request alive.
+	sotwRequests  []*discovery.DiscoveryRequest
+	deltaRequests []*discovery.DeltaDiscoveryRequest
 }
 
 // NewServer returns a server for the model.
@@ -155,6 +163,8 @@ func NewServer(opts Options) *Server {
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
+		s.sotwRequests = append(s.sotwRequests, &discovery.DiscoveryRequest{TypeUrl: g.Type().URL})
+		s.deltaRequests = append(s.deltaRequests, &discovery.DeltaDiscoveryRequest{TypeUrl: g.Type().URL})
 	}
 	s.tracker.types = s.types
 	s.cache = newResourceCache(gens, func(t ResourceType, name string, err error) {

@@ -24,7 +24,7 @@ func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan
 		}
 		return func() {}, nil
 	}
-	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, req: req, ch: ch}), nil
+	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, ch: ch, initial: req.GetResponseNonce() == ""}), nil
 }
 
 // names returns what a watch covers: its subscribed names, and for a
@@ -62,7 +62,7 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 	names := s.names(w)
 	deps.reserve(len(names))
 	full := s.types[w.typ].FullState || w.wildcard
-	initial := w.req.GetResponseNonce() == ""
+	initial := w.initial
 	changed := initial
 	next := make(map[string]string, len(names))
 	var res []*anypb.Any
@@ -104,11 +104,11 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 		}
 	}
 	return &sotwResponse{
-		req: w.req,
+		req: s.sotwRequests[w.typ],
 		out: &discovery.DiscoveryResponse{
 			VersionInfo: s.nextVersion(),
 			Resources:   res,
-			TypeUrl:     w.req.GetTypeUrl(),
+			TypeUrl:     s.types[w.typ].URL,
 		},
 		returned: next,
 		change:   change,

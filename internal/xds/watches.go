@@ -1,7 +1,6 @@
 package xds
 
 import (
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -10,14 +9,19 @@ import (
 // watch is one open request of one stream for one type: the stream waits
 // for at most one response to it. Its fields after the first group are
 // guarded by Server.mu.
+//
+// A watch keeps nothing of the request that opened it but whether it
+// answers no earlier response: the subscription (sub) holds the names,
+// and a request's own copy of them would be a second copy per stream.
 type watch struct {
 	typ    int // index of the type's generator
 	client Client
 	sub    cache.Subscription
-	req    *discovery.DiscoveryRequest // state of the world
-	ch     chan cache.Response
-	dreq   *discovery.DeltaDiscoveryRequest // delta
-	dch    chan cache.DeltaResponse
+	ch     chan cache.Response      // state of the world
+	dch    chan cache.DeltaResponse // delta
+	// initial: the request acknowledged no response (an empty nonce),
+	// so the client is answered even when it lacks nothing.
+	initial bool
 	// wildcard: the watch covers every resource of its type (AllNames).
 	wildcard bool
 
