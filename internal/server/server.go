@@ -218,13 +218,9 @@ func New(opts Options) (*Server, error) {
 	grpcOpts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(100000),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
-		// An xDS connection is idle almost all the time: share write
-		// buffers between connections instead of holding 32 KiB each, and
-		// keep the read buffer small. Responses are still written whole.
-		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(8 << 10),
 	}
-	// The receive limit (xds.MaxRequestBytes).
+	// The receive limit and windows, and small per-connection buffers
+	// (xds/grpcoptions.go).
 	grpcOpts = append(grpcOpts, xds.GRPCServerOptions()...)
 	if opts.MaxConnectionAge > 0 {
 		if opts.MaxConnectionAgeGrace <= 0 {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -123,10 +122,3 @@ func (s *Server) refuse(stream string, nodeID, typeURL string, err *limitError) 
 // RefusedRequests returns how many requests were refused for going
 // beyond a limit.
 func (s *Server) RefusedRequests() uint64 { return s.refusedRequests.Load() }
-
-// GRPCServerOptions are the options the gRPC server serving xDS needs:
-// its receive limit, MaxRequestBytes. gRPC ends a stream whose request
-// is longer with ResourceExhausted before it is parsed.
-func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRequestBytes)}
-}

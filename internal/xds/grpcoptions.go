@@ -1,0 +1,55 @@
+package xds
+
+import "google.golang.org/grpc"
+
+// What a client costs the server, measured by TestStreamCost (a server
+// process of its own, idle ADS streams each answered once, half state of
+// the world and half delta, Go 1.26, grpc-go v1.85, go-control-plane
+// v0.14):
+//
+//   - A stream: 2 goroutines, go-control-plane's handler (its process
+//     loop) and its receiver, about 12 KiB of their stacks, and about
+//     7 KiB of heap: grpc-go's stream and its contexts,
+//     go-control-plane's per-stream state (watches, the latest request),
+//     and the client tracker's. The send timeout adds a small wrapper
+//     and, while a send is under way, a timer; no goroutine.
+//   - A connection, besides its streams: 3 goroutines of grpc-go (reader,
+//     writer, keepalive), about 11 KiB of their stacks, and about 16 KiB
+//     of heap, half of it its read buffer (connReadBuffer). Its write
+//     buffer is shared between connections (grpc.SharedWriteBuffer)
+//     instead of 32 KiB each: an xDS connection is idle almost all the
+//     time, and responses are still written whole.
+//
+// What a client can make the server hold beyond that is bounded by the
+// options below: a request by MaxRequestBytes, and what it has sent that
+// the server has not read yet by the receive windows.
+
+// ReceiveWindow is the HTTP/2 flow-control window the server grants a
+// stream and a connection for what it receives: a client can have no
+// more than that sent and unread per stream. It is grpc-go's initial
+// window, made static: by default grpc-go grows windows by bandwidth
+// estimation up to 16 MiB, per stream, which a client that writes fast
+// while its stream waits (its requests queue behind a response it does
+// not read) turns into memory held for it. xDS requests are small, and
+// grpc-go widens a stream's window for one larger message while it is
+// read, so a static window costs a client nothing but a round trip for
+// a request beyond it.
+const ReceiveWindow = 64 << 10
+
+// connReadBuffer is each connection's read buffer: a request is read
+// into it in pieces of this size, and an idle connection holds it.
+const connReadBuffer = 8 << 10
+
+// GRPCServerOptions are the options the gRPC server serving xDS needs:
+// its receive limit, MaxRequestBytes (gRPC ends a stream whose request
+// is longer with ResourceExhausted before it is parsed), static receive
+// windows (ReceiveWindow), and the smallest per-connection buffers.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc.InitialWindowSize(ReceiveWindow),
+		grpc.InitialConnWindowSize(ReceiveWindow),
+		grpc.ReadBufferSize(connReadBuffer),
+		grpc.SharedWriteBuffer(true),
+	}
+}
