@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -68,6 +69,10 @@ type workload struct {
 	writes           atomic.Int64
 	// istio writes the traffic rules (Config.TrafficRules).
 	istio istioclient.Interface
+
+	// retryWait is the first wait before a write is retried (retried);
+	// 0 is a second.
+	retryWait time.Duration
 
 	// addrOffset moves this cluster's addresses into a range of its own
 	// (clusters.go).
@@ -127,8 +132,10 @@ func (w *workload) setup(ctx context.Context) error {
 	err := forEach(ctx, w.cfg.Namespaces+len(w.nodes), w.cfg.Concurrency, func(ctx context.Context, i int) error {
 		if i < w.cfg.Namespaces {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.namespace(i)}}
-			_, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-			w.writes.Add(1)
+			err := w.retried(ctx, func(retry bool) error {
+				_, err := core.Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+				return madeBefore(retry, err)
+			})
 			return wrap(err, "creating namespace %s", ns.Name)
 		}
 		n := i - w.cfg.Namespaces
@@ -136,8 +143,10 @@ func (w *workload) setup(ctx context.Context) error {
 			corev1.LabelTopologyRegion: region,
 			corev1.LabelTopologyZone:   zone(n),
 		}}}
-		_, err := core.Nodes().Create(ctx, node, metav1.CreateOptions{})
-		w.writes.Add(1)
+		err := w.retried(ctx, func(retry bool) error {
+			_, err := core.Nodes().Create(ctx, node, metav1.CreateOptions{})
+			return madeBefore(retry, err)
+		})
 		return wrap(err, "creating node %s", node.Name)
 	})
 	if err != nil {
@@ -200,8 +209,15 @@ func (w *workload) createSlice(ctx context.Context, svc *service, eps []discover
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(int32(targetPort))}},
 		Endpoints:   eps,
 	}
-	out, err := w.client.DiscoveryV1().EndpointSlices(svc.ns).Create(ctx, slice, metav1.CreateOptions{})
-	w.writes.Add(1)
+	slices := w.client.DiscoveryV1().EndpointSlices(svc.ns)
+	var out *discoveryv1.EndpointSlice
+	err := w.retried(ctx, func(retry bool) (err error) {
+		out, err = slices.Create(ctx, slice, metav1.CreateOptions{})
+		if madeBefore(retry, err) == nil && err != nil {
+			out, err = slices.Get(ctx, slice.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return nil, wrap(err, "creating the slice of %s", svc.hostname)
 	}
@@ -218,8 +234,10 @@ func (w *workload) createService(ctx context.Context, svc *service) error {
 			}},
 		},
 	}
-	_, err := w.client.CoreV1().Services(svc.ns).Create(ctx, s, metav1.CreateOptions{})
-	w.writes.Add(1)
+	err := w.retried(ctx, func(retry bool) error {
+		_, err := w.client.CoreV1().Services(svc.ns).Create(ctx, s, metav1.CreateOptions{})
+		return madeBefore(retry, err)
+	})
 	return wrap(err, "creating service %s", svc.hostname)
 }
 
@@ -240,13 +258,19 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 			Containers: []corev1.Container{{Name: "app", Image: "meshbench/app"}},
 		},
 	}
-	out, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-	w.writes.Add(1)
+	var out *corev1.Pod
+	err := w.retried(ctx, func(retry bool) (err error) {
+		out, err = pods.Create(ctx, pod, metav1.CreateOptions{})
+		if madeBefore(retry, err) == nil && err != nil {
+			out, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return discoveryv1.Endpoint{}, wrap(err, "creating pod %s/%s", svc.ns, pod.Name)
 	}
 	now := metav1.Now()
-	out.Status = corev1.PodStatus{
+	status := corev1.PodStatus{
 		Phase:  corev1.PodRunning,
 		PodIP:  addr,
 		PodIPs: []corev1.PodIP{{IP: addr}},
@@ -255,8 +279,23 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
-	_, err = pods.UpdateStatus(ctx, out, metav1.UpdateOptions{})
-	w.writes.Add(1)
+	err = w.retried(ctx, func(retry bool) error {
+		if retry {
+			// The failed attempt may have been written after all, which
+			// moved the Pod's resourceVersion.
+			cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cur.Status.PodIP == addr {
+				return nil
+			}
+			out = cur
+		}
+		out.Status = status
+		_, err := pods.UpdateStatus(ctx, out, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		return discoveryv1.Endpoint{}, wrap(err, "setting the status of pod %s/%s", svc.ns, pod.Name)
 	}
@@ -311,6 +350,55 @@ func (w *workload) rotateEndpoint(ctx context.Context, svc *service, ep discover
 		cur.ManagedFields = nil
 		svc.slice = cur
 	}
+}
+
+// writeRetries bounds the retries of a write that failed transiently;
+// they wait 1, 2, 4 ... 32 s, a minute in all, the API server's own
+// request timeout.
+const writeRetries = 6
+
+// retried makes a write with attempt, counting each attempt, until it
+// succeeds, fails for good or has failed transiently writeRetries more
+// times. attempt learns whether an attempt before it failed: that one may
+// have been written all the same. A setup of a million writes on a
+// loaded machine meets API server timeouts; one of them should not end a
+// run of an hour.
+func (w *workload) retried(ctx context.Context, attempt func(retry bool) error) error {
+	wait := w.retryWait
+	if wait == 0 {
+		wait = time.Second
+	}
+	for n := 0; ; n++ {
+		err := attempt(n > 0)
+		w.writes.Add(1)
+		if err == nil || !transient(err) || n >= writeRetries {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		wait *= 2
+	}
+}
+
+// transient says whether a failed write may succeed when made again: the
+// API server timed it out or shed it, lost etcd for a moment (an internal
+// error), or the connection broke.
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// madeBefore is the error of a create, nil when it says the object
+// exists on a retry: the attempt that failed made it.
+func madeBefore(retry bool, err error) error {
+	if retry && apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 func wrap(err error, format string, args ...any) error {
