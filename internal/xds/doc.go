@@ -146,7 +146,9 @@
 //
 // A client gets a bounded share of the server, whatever it sends or
 // fails to read. gRPC refuses a request longer than MaxRequestBytes
-// (ResourceExhausted) before it is parsed; one with more resource names
+// (ResourceExhausted) before it is parsed, and holds at most
+// ReceiveWindow of what a stream sent and the server has not read yet
+// (grpcoptions.go: static windows); a request with more resource names
 // than Options.MaxRequestNames (a delta request's two lists together,
 // and a delta stream's subscription of a type) or a node larger than
 // Options.MaxNodeBytes ends its stream with InvalidArgument, over REST
@@ -159,9 +161,9 @@
 // the stream's receive so that the handler returns; until then the
 // client holds at most one response per type, since a watch answers
 // once and the next waits for the client's next request, and other
-// clients' pushes never wait for it. A closed stream leaves no goroutine, client state or
-// watch behind, nor the delta responses built for it and never sent,
-// which the tracker holds weakly.
+// clients' pushes never wait for it. A closed stream leaves no
+// goroutine, client state or watch behind, nor the delta responses
+// built for it and never sent, which the tracker holds weakly.
 //
 // # Client state
 //
