@@ -7,9 +7,11 @@
 // serve every API group: linking one links, and registers at start, the
 // types, clients, informers and apply configurations of all of them.
 // That costs an idle process megabytes of the binary's own pages for
-// kinds it never reads. The clients here are client-go's own generic
-// typed client (k8s.io/client-go/gentype), which the generated clientsets
-// wrap, so requests, protobuf negotiation and errors are the same.
+// kinds it never reads. The clients here make the requests that
+// client-go's generic typed client (k8s.io/client-go/gentype, which the
+// generated clientsets wrap) makes, with the same protobuf negotiation
+// and errors; they are written again (resource.go) because gentype links
+// client-go's fakes, and with them OpenAPI models registered at start.
 package kubeapi
 
 import (
@@ -19,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 )
 
@@ -76,20 +77,11 @@ type Object interface {
 	metav1.Object
 }
 
-// Resource is a typed client of one resource in one namespace ("" for
-// every namespace, and for cluster-scoped resources): Get, List, Watch,
-// Create, Update, Delete and Patch, as the generated clientsets offer.
-type Resource[T Object, L runtime.Object] = gentype.ClientWithList[T, L]
-
 // NewResource returns g's client of resource (the plural, lower-case
 // name, e.g. "services") in namespace; newObj and newList return empty
 // objects to decode into.
 func NewResource[T Object, L runtime.Object](g *Group, resource, namespace string, newObj func() T, newList func() L) *Resource[T, L] {
-	var opts []gentype.Option[T]
-	if g.protobuf {
-		opts = append(opts, gentype.PrefersProtobuf[T]())
-	}
-	return gentype.NewClientWithList(resource, g.rest, g.params, namespace, newObj, newList, opts...)
+	return &Resource[T, L]{group: g, resource: resource, namespace: namespace, newObj: newObj, newList: newList}
 }
 
 // NewRawClient returns an unversioned REST client for raw requests
