@@ -2,7 +2,6 @@ package kubeconv
 
 import (
 	"cmp"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -66,29 +65,4 @@ func Locality(pod *PodInfo, node *corev1.Node, sliceZone *string) model.Locality
 		return model.Locality{Zone: *sliceZone}
 	}
 	return model.Locality{}
-}
-
-// endpointLabels merges the Pod's labels with the locality labels, so that
-// selectors written against topology labels match even when the locality
-// came from the Node or the Pod's override label rather than the Pod.
-func endpointLabels(pod *PodInfo, l model.Locality) map[string]string {
-	var podLabels map[string]string
-	if pod != nil {
-		podLabels = pod.Labels
-	}
-	if len(podLabels) == 0 && l == (model.Locality{}) {
-		return nil
-	}
-	out := make(map[string]string, len(podLabels)+3)
-	maps.Copy(out, podLabels)
-	if l.Region != "" {
-		out[corev1.LabelTopologyRegion] = l.Region
-	}
-	if l.Zone != "" {
-		out[corev1.LabelTopologyZone] = l.Zone
-	}
-	if l.Subzone != "" {
-		out[subzoneNodeLabel] = l.Subzone
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package kubeconv
 import (
 	"cmp"
 	"iter"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,10 @@ type PodInfo struct {
 	Phase corev1.PodPhase
 	// Ready is the status of the Ready condition.
 	Ready bool
+
+	// endpointLabels remembers the labels of the Pod's endpoints
+	// (labelsets.go); not part of its content.
+	endpointLabels atomic.Pointer[podEndpointLabels]
 }
 
 // NewPodInfo keeps what meshpilot reads of a Pod; nil gives nil. The
@@ -82,10 +87,10 @@ func (p *PodInfo) DeepCopyObject() runtime.Object {
 	if p == nil {
 		return nil
 	}
-	out := *p
+	out := &PodInfo{NodeName: p.NodeName, ServiceAccount: p.ServiceAccount, Phase: p.Phase, Ready: p.Ready}
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.IPs = append([]string(nil), p.IPs...)
-	return &out
+	return out
 }
 
 // PodForIP picks, among the Pods that hold an IP (candidates, in any
