@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
@@ -39,6 +41,10 @@ type IdleResult struct {
 // Idle starts one API server with nothing written to it, then runs
 // `meshpilot serve` against it cfg.Runs times, one at a time, and reads
 // VmRSS, RssAnon and RssFile once each run is ready and has settled.
+// Before each run the binary's pages leave the page cache, so that every
+// run starts as a container's first does: how many of its pages a process
+// maps (RssFile) depends on how the page cache holds the file, and a file
+// just written is held otherwise than one read from disk.
 func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 	logf := func(format string, args ...any) {
 		if cfg.Log != nil {
@@ -88,6 +94,9 @@ func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 }
 
 func idleRun(ctx context.Context, bin, kubeconfig, logPath string, settle time.Duration) (Usage, error) {
+	if err := dropPageCache(bin); err != nil {
+		return Usage{}, err
+	}
 	xdsAddr, err := freeAddr()
 	if err != nil {
 		return Usage{}, err
@@ -115,6 +124,23 @@ func idleRun(ctx context.Context, bin, kubeconfig, logPath string, settle time.D
 		return Usage{}, err
 	}
 	return readUsage(proc.pid())
+}
+
+// dropPageCache asks the kernel to drop the file's clean pages from the
+// page cache.
+func dropPageCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("dropping %s from the page cache: %w", path, err)
+	}
+	return nil
 }
 
 func medianOf(runs []Usage, field func(Usage) int64) int64 {
