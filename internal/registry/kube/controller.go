@@ -80,11 +80,11 @@ func (k serviceKey) String() string { return k.namespace + "/" + k.name }
 const (
 	// slices by "<namespace>/<service name>".
 	indexSliceByService = "service"
-	// slices by the addresses ("ip:<addr>") and nodes ("node:<name>") of
-	// their endpoints, to find what a Pod or Node change affects.
-	indexSliceByRef = "ref"
-	// pods by "<ip>" and by "node:<name>".
-	indexPodByRef = "ref"
+	// slices by the nodes of their endpoints, to find what a Node change
+	// affects. Addresses are looked up in ipKeys instead.
+	indexSliceByNode = "node"
+	// pods by node name.
+	indexPodByNode = "node"
 )
 
 // namespacedInformers are the informers of one watch scope: one namespace,
@@ -93,6 +93,9 @@ type namespacedInformers struct {
 	services cache.SharedIndexInformer
 	slices   cache.SharedIndexInformer
 	pods     cache.SharedIndexInformer
+	// podIPs and sliceIPs find pods and slices by address; the event
+	// handlers keep them.
+	podIPs, sliceIPs *ipKeys
 }
 
 // Controller is the Kubernetes registry. Its model methods
@@ -183,7 +186,7 @@ func New(client *kubeapi.Client, opts Options) (*Controller, error) {
 	}
 	c.watchNamespaces = namespaces
 	for _, ns := range namespaces {
-		scope := &namespacedInformers{}
+		scope := &namespacedInformers{podIPs: newIPKeys(podIPs), sliceIPs: newIPKeys(sliceIPs)}
 		for _, k := range []struct {
 			inf  *cache.SharedIndexInformer
 			kind string

@@ -16,14 +16,22 @@ import (
 // addHandlers registers the event handlers. Each handler only finds the
 // services an event affects and queues their keys.
 func (c *Controller) addHandlers() error {
-	add := func(inf cache.SharedIndexInformer, kind string, enqueue func(obj any)) error {
+	// ips, when not nil, is kept before anything is queued, so that the
+	// rebuilds this event queues find the object by its addresses.
+	add := func(inf cache.SharedIndexInformer, kind string, ips *ipKeys, enqueue func(obj any)) error {
 		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				c.countEvent(kind, "add")
+				if ips != nil {
+					ips.added(obj)
+				}
 				enqueue(obj)
 			},
 			UpdateFunc: func(oldObj, newObj any) {
 				c.countEvent(kind, "update")
+				if ips != nil {
+					ips.updated(oldObj, newObj)
+				}
 				// A relist (after 410 Gone or a reconnect) replays every
 				// object as an update: unchanged ones must cost nothing.
 				if unchanged(oldObj, newObj) {
@@ -34,6 +42,9 @@ func (c *Controller) addHandlers() error {
 			},
 			DeleteFunc: func(obj any) {
 				c.countEvent(kind, "delete")
+				if ips != nil {
+					ips.deleted(obj)
+				}
 				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = tomb.Obj
 				}
@@ -47,17 +58,17 @@ func (c *Controller) addHandlers() error {
 		return nil
 	}
 	for _, scope := range c.scopes {
-		if err := add(scope.services, "Service", c.enqueueService); err != nil {
+		if err := add(scope.services, "Service", nil, c.enqueueService); err != nil {
 			return err
 		}
-		if err := add(scope.slices, "EndpointSlice", c.enqueueSlice); err != nil {
+		if err := add(scope.slices, "EndpointSlice", scope.sliceIPs, c.enqueueSlice); err != nil {
 			return err
 		}
-		if err := add(scope.pods, "Pod", c.enqueuePod); err != nil {
+		if err := add(scope.pods, "Pod", scope.podIPs, c.enqueuePod); err != nil {
 			return err
 		}
 	}
-	if err := add(c.nodes, "Node", c.enqueueNode); err != nil {
+	if err := add(c.nodes, "Node", nil, c.enqueueNode); err != nil {
 		return err
 	}
 	return c.addNamespaceHandler()
@@ -141,9 +152,7 @@ func (c *Controller) enqueuePod(obj any) {
 	for _, h := range c.workloadHandlers {
 		h(pod.Namespace)
 	}
-	for _, ip := range pod.IPs {
-		c.enqueueSlicesByRef(scope, "ip:"+ip)
-	}
+	c.enqueueSlicesByIP(scope, pod.IPs)
 }
 
 // enqueueNode queues the services with endpoints on the node: node labels
@@ -154,20 +163,24 @@ func (c *Controller) enqueueNode(obj any) {
 		return
 	}
 	for _, scope := range c.scopes {
-		c.enqueueSlicesByRef(scope, "node:"+node.Name)
-		pods, _ := scope.pods.GetIndexer().ByIndex(indexPodByRef, "node:"+node.Name)
+		slices, _ := scope.slices.GetIndexer().ByIndex(indexSliceByNode, node.Name)
+		for _, s := range slices {
+			c.enqueueSlice(s)
+		}
+		pods, _ := scope.pods.GetIndexer().ByIndex(indexPodByNode, node.Name)
 		for _, p := range pods {
-			for _, ip := range p.(*kubeconv.PodInfo).IPs {
-				c.enqueueSlicesByRef(scope, "ip:"+ip)
-			}
+			c.enqueueSlicesByIP(scope, p.(*kubeconv.PodInfo).IPs)
 		}
 	}
 }
 
-func (c *Controller) enqueueSlicesByRef(scope *namespacedInformers, ref string) {
-	objs, _ := scope.slices.GetIndexer().ByIndex(indexSliceByRef, ref)
-	for _, o := range objs {
-		c.enqueueSlice(o)
+// enqueueSlicesByIP queues the services of the slices that hold one of ips.
+func (c *Controller) enqueueSlicesByIP(scope *namespacedInformers, ips []string) {
+	for _, ip := range ips {
+		scope.sliceIPs.objects(scope.slices.GetStore(), ip, func(o any) bool {
+			c.enqueueSlice(o)
+			return true
+		})
 	}
 }
 
@@ -238,38 +251,24 @@ func sliceServiceIndex(obj any) ([]string, error) {
 	return []string{slice.Namespace + "/" + name}, nil
 }
 
-func sliceRefIndex(obj any) ([]string, error) {
+func sliceNodeIndex(obj any) ([]string, error) {
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return nil, nil
 	}
-	var refs []string
-	seen := map[string]bool{}
-	addRef := func(r string) {
-		if !seen[r] {
-			seen[r] = true
-			refs = append(refs, r)
-		}
-	}
+	var nodes []string
 	for _, ep := range slice.Endpoints {
-		for _, a := range ep.Addresses {
-			addRef("ip:" + a)
-		}
-		if ep.NodeName != nil && *ep.NodeName != "" {
-			addRef("node:" + *ep.NodeName)
+		if ep.NodeName != nil && *ep.NodeName != "" && !slices.Contains(nodes, *ep.NodeName) {
+			nodes = append(nodes, *ep.NodeName)
 		}
 	}
-	return refs, nil
+	return nodes, nil
 }
 
-func podRefIndex(obj any) ([]string, error) {
+func podNodeIndex(obj any) ([]string, error) {
 	pod, ok := obj.(*kubeconv.PodInfo)
-	if !ok {
+	if !ok || pod.NodeName == "" {
 		return nil, nil
 	}
-	refs := slices.Clone(pod.IPs)
-	if pod.NodeName != "" {
-		refs = append(refs, "node:"+pod.NodeName)
-	}
-	return refs, nil
+	return []string{pod.NodeName}, nil
 }

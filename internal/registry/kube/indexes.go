@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +22,10 @@ type indexes struct {
 }
 
 // scopeIndexes are the caches of one watch scope.
-type scopeIndexes struct{ services, slices, pods cache.Indexer }
+type scopeIndexes struct {
+	services, slices, pods cache.Indexer
+	podIPs                 *ipKeys
+}
 
 // liveIndexes are the informers' caches. An informer's indexer is made
 // with it and never replaced, so they can be taken once.
@@ -31,7 +36,7 @@ func (c *Controller) liveIndexes() *indexes {
 		namespaces: c.namespaces.GetIndexer(),
 	}
 	for ns, s := range c.scopes {
-		idx.scopes[ns] = scopeIndexes{s.services.GetIndexer(), s.slices.GetIndexer(), s.pods.GetIndexer()}
+		idx.scopes[ns] = scopeIndexes{s.services.GetIndexer(), s.slices.GetIndexer(), s.pods.GetIndexer(), s.podIPs}
 	}
 	return idx
 }
@@ -104,11 +109,8 @@ func (idx *indexes) pod(namespace, name string) *kubeconv.PodInfo {
 func (idx *indexes) podByIP(namespace, ip string) *kubeconv.PodInfo {
 	return kubeconv.PodForIP(namespace, func(yield func(*kubeconv.PodInfo) bool) {
 		for _, scope := range idx.scopes {
-			objs, _ := scope.pods.ByIndex(indexPodByRef, ip)
-			for _, o := range objs {
-				if !yield(o.(*kubeconv.PodInfo)) {
-					return
-				}
+			if !scope.podIPs.objects(scope.pods, ip, func(o any) bool { return yield(o.(*kubeconv.PodInfo)) }) {
+				return
 			}
 		}
 	})
@@ -127,10 +129,56 @@ func (idx *indexes) node(name string) *corev1.Node {
 var (
 	sliceIndexers = cache.Indexers{
 		indexSliceByService: sliceServiceIndex,
-		indexSliceByRef:     sliceRefIndex,
+		indexSliceByNode:    sliceNodeIndex,
 	}
-	podIndexers = cache.Indexers{indexPodByRef: podRefIndex}
+	podIndexers = cache.Indexers{indexPodByNode: podNodeIndex}
 )
+
+// listIndexes are caches for objects listed rather than watched, with
+// the informers' indexes; add fills them.
+func listIndexes() *indexes {
+	return &indexes{
+		scopes: map[string]scopeIndexes{metav1.NamespaceAll: {
+			newIndexer(nil), newIndexer(sliceIndexers), newIndexer(podIndexers), newIPKeys(podIPs),
+		}},
+		nodes:      newIndexer(nil),
+		namespaces: newIndexer(nil),
+	}
+}
+
+// store returns the cache of kind (one of Kinds) of listIndexes.
+func (idx *indexes) store(kind string) (cache.Indexer, error) {
+	scope := idx.scopes[metav1.NamespaceAll]
+	switch kind {
+	case KindService:
+		return scope.services, nil
+	case KindEndpointSlice:
+		return scope.slices, nil
+	case KindPod:
+		return scope.pods, nil
+	case KindNode:
+		return idx.nodes, nil
+	case KindNamespace:
+		return idx.namespaces, nil
+	}
+	return nil, fmt.Errorf("kube registry: no informer for kind %q", kind)
+}
+
+// add caches a listed object of kind (one of Kinds), already
+// transformed, in listIndexes as an informer and its handlers would.
+func (idx *indexes) add(kind string, obj any) error {
+	store, err := idx.store(kind)
+	if err != nil {
+		return err
+	}
+	if err := store.Add(obj); err != nil {
+		return fmt.Errorf("kube registry: caching a listed %s: %w", kind, err)
+	}
+	if kind == KindPod {
+		idx.scopes[metav1.NamespaceAll].podIPs.added(obj)
+	}
+	return nil
+}
 
 // newIndexer is a cache keyed as informers key theirs.
 func newIndexer(extra cache.Indexers) cache.Indexer {

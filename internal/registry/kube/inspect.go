@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -73,20 +72,10 @@ func (c *Controller) Resync(namespace, name string) {
 // watch scope, the discovery selectors in force and the cluster ID. The
 // objects are not modified, but the result may share maps with them.
 func (c *Controller) ModelFrom(objects map[string][]any) (*model.Store, error) {
-	idx := &indexes{
-		scopes:     map[string]scopeIndexes{metav1.NamespaceAll: {newIndexer(nil), newIndexer(sliceIndexers), newIndexer(podIndexers)}},
-		nodes:      newIndexer(nil),
-		namespaces: newIndexer(nil),
-	}
-	scope := idx.scopes[metav1.NamespaceAll]
-	into := map[string]cache.Indexer{
-		KindService: scope.services, KindEndpointSlice: scope.slices, KindPod: scope.pods,
-		KindNode: idx.nodes, KindNamespace: idx.namespaces,
-	}
+	idx := listIndexes()
 	for kind, objs := range objects {
-		store, ok := into[kind]
-		if !ok {
-			return nil, fmt.Errorf("kube registry: no informer for kind %q", kind)
+		if _, err := idx.store(kind); err != nil {
+			return nil, err
 		}
 		for _, o := range objs {
 			if kind != KindNamespace {
@@ -98,11 +87,12 @@ func (c *Controller) ModelFrom(objects map[string][]any) (*model.Store, error) {
 					return nil, err
 				}
 			}
-			if err := store.Add(o); err != nil {
-				return nil, fmt.Errorf("kube registry: caching a listed %s: %w", kind, err)
+			if err := idx.add(kind, o); err != nil {
+				return nil, err
 			}
 		}
 	}
+	scope := idx.scopes[metav1.NamespaceAll]
 	out := model.NewStore()
 	for _, o := range scope.services.List() {
 		svc := o.(*corev1.Service)
