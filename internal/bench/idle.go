@@ -27,6 +27,8 @@ type IdleConfig struct {
 	Settle time.Duration
 	// Log receives progress lines; nil drops them.
 	Log io.Writer
+	// Env is an empty API server to use; nil starts one.
+	Env *testenv.Env
 }
 
 // IdleResult is the footprint of `meshpilot serve` against an empty
@@ -69,12 +71,14 @@ func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 	}
 	res := &IdleResult{Meshpilot: bin, BinaryBytes: st.Size()}
 
-	logf("starting etcd and kube-apiserver")
-	env, err := testenv.Start()
-	if err != nil {
-		return nil, err
+	env := cfg.Env
+	if env == nil {
+		logf("starting etcd and kube-apiserver")
+		if env, err = testenv.Start(); err != nil {
+			return nil, err
+		}
+		defer env.Stop()
 	}
-	defer env.Stop()
 
 	for i := range max(cfg.Runs, 1) {
 		u, err := idleRun(ctx, bin, env.Kubeconfig, filepath.Join(workDir, fmt.Sprintf("meshpilot-%d.log", i)), cfg.Settle)

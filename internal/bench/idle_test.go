@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestMedianOf(t *testing.T) {
@@ -38,5 +42,31 @@ func TestDropPageCache(t *testing.T) {
 	}
 	if err := dropPageCache(path + "-missing"); err == nil {
 		t.Fatal("no error for a missing file")
+	}
+}
+
+// TestIdle runs `meshbench idle` once against the package's API server:
+// the binary is built, serve becomes ready, and its memory is read.
+func TestIdle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	res, err := Idle(ctx, IdleConfig{Runs: 2, Settle: 100 * time.Millisecond, Log: &log, Env: env})
+	if err != nil {
+		t.Fatalf("idle: %v\n%s", err, log.String())
+	}
+	if res.BinaryBytes < 1<<20 || len(res.Runs) != 2 {
+		t.Fatalf("binary of %d bytes and %d runs, want a built binary and 2 runs", res.BinaryBytes, len(res.Runs))
+	}
+	for i, u := range res.Runs {
+		if u.RSSAnon <= 0 || u.RSSFile <= 0 || u.RSS < u.RSSAnon+u.RSSFile || u.HWM < u.RSS {
+			t.Errorf("run %d: %+v, want anon and file RSS that add up to at most VmRSS (which adds shared memory), and a peak at least VmRSS", i+1, u)
+		}
+	}
+	if m := res.Median.RSS; m < min(res.Runs[0].RSS, res.Runs[1].RSS) || m > max(res.Runs[0].RSS, res.Runs[1].RSS) {
+		t.Errorf("median VmRSS %d outside the runs' %d and %d", m, res.Runs[0].RSS, res.Runs[1].RSS)
+	}
+	if !strings.Contains(log.String(), "run 2: VmRSS") {
+		t.Errorf("no progress line for each run:\n%s", log.String())
 	}
 }

@@ -85,6 +85,9 @@ var readmeNotRun = map[string]string{
 	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500 --clusters 2":                                                         meshbenchNotRun,
 	"go run ./cmd/meshbench --replicas 3 --clients 300 --changes 0 --plot docs/replica-balance.svg":                                            meshbenchNotRun,
 	"go run ./cmd/meshbench --soak 30m --plot docs/soak.svg":                                                                                   meshbenchNotRun,
+	"go run ./cmd/meshbench --clients 10000":                                                                                                   meshbenchNotRun,
+	"go run ./cmd/meshbench idle --runs 3":                                                                                                     "starts its own API server and meshpilot three times, each with a settle pause; internal/bench's TestIdle runs the same code twice against the package's API server",
+	"go run ./cmd/meshbench plot-rss --out docs/rss-services.svg s1000.json s3000.json s10000.json":                                            "reads the --json results of three large meshbench runs, which no test makes; internal/bench's TestRSSPlot draws and checks a plot from results it writes",
 }
 
 // TestEveryReadmeCommandIsTested fails on a README command that no test
