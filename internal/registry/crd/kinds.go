@@ -55,7 +55,7 @@ func newKindInfo[T kubeapi.Object, L runtime.Object](kind Kind, resource string,
 	return kindInfo{
 		kind: kind, crd: resource + "." + Group,
 		informer: func(c *kubeapi.Group, r *relist.Relister, ns string) cache.SharedIndexInformer {
-			return relist.Informer(r, newObj(), typed(c, ns), c, 0)
+			return relist.Informer(r, newObj(), typed(c, ns), c, 0, nil)
 		},
 		list: func(c *kubeapi.Group, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
 	}

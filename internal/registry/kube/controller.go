@@ -195,12 +195,6 @@ func New(client *kubeapi.Client, opts Options) (*Controller, error) {
 				return nil, err
 			}
 		}
-		if err := scope.slices.AddIndexers(sliceIndexers); err != nil {
-			return nil, err
-		}
-		if err := scope.pods.AddIndexers(podIndexers); err != nil {
-			return nil, err
-		}
 		c.scopes[ns] = scope
 	}
 	if c.nodes, err = c.informer(KindNode, metav1.NamespaceAll); err != nil {

@@ -124,14 +124,21 @@ func (idx *indexes) node(name string) *corev1.Node {
 	return obj.(*corev1.Node)
 }
 
-// sliceIndexers and podIndexers are the informers' extra indexes, which
-// build reads; ModelFrom's caches get the same.
+// The indexes of each kind: the informers' and those of ModelFrom's
+// caches, which build reads the same way. Each costs a set per value, so
+// a kind has only those something reads: services and pods by namespace
+// (a namespace's selection changing, WorkloadsIn), slices by service and
+// node, pods by node; Nodes and Namespaces none.
 var (
-	sliceIndexers = cache.Indexers{
+	serviceIndexers = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	sliceIndexers   = cache.Indexers{
 		indexSliceByService: sliceServiceIndex,
 		indexSliceByNode:    sliceNodeIndex,
 	}
-	podIndexers = cache.Indexers{indexPodByNode: podNodeIndex}
+	podIndexers = cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		indexPodByNode:       podNodeIndex,
+	}
 )
 
 // listIndexes are caches for objects listed rather than watched, with
@@ -139,7 +146,7 @@ var (
 func listIndexes() *indexes {
 	return &indexes{
 		scopes: map[string]scopeIndexes{metav1.NamespaceAll: {
-			newIndexer(nil), newIndexer(sliceIndexers), newIndexer(podIndexers), newIPKeys(podIPs),
+			newIndexer(serviceIndexers), newIndexer(sliceIndexers), newIndexer(podIndexers), newIPKeys(podIPs),
 		}},
 		nodes:      newIndexer(nil),
 		namespaces: newIndexer(nil),
@@ -181,10 +188,9 @@ func (idx *indexes) add(kind string, obj any) error {
 }
 
 // newIndexer is a cache keyed as informers key theirs.
-func newIndexer(extra cache.Indexers) cache.Indexer {
-	all := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	for k, v := range extra {
-		all[k] = v
+func newIndexer(indexers cache.Indexers) cache.Indexer {
+	if indexers == nil {
+		indexers = cache.Indexers{}
 	}
-	return cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, all)
+	return cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 }

@@ -29,35 +29,37 @@ var Kinds = []string{KindService, KindEndpointSlice, KindPod, KindNode, KindName
 type kindAPI struct {
 	example    runtime.Object
 	namespaced bool
+	// indexers are the indexes the registry reads of the kind.
+	indexers cache.Indexers
 	// informer builds an informer of the kind whose watches r can end.
 	informer func(r *relist.Relister, client *kubeapi.Client, ns string) cache.SharedIndexInformer
 	list     func(client *kubeapi.Client, ns string) pager.ListPageFunc
 }
 
-func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, typed func(*kubeapi.Client, string) relist.TypedClient[L]) kindAPI {
+func newKindAPI[L runtime.Object](example runtime.Object, namespaced bool, indexers cache.Indexers, typed func(*kubeapi.Client, string) relist.TypedClient[L]) kindAPI {
 	return kindAPI{
-		example: example, namespaced: namespaced,
+		example: example, namespaced: namespaced, indexers: indexers,
 		informer: func(r *relist.Relister, c *kubeapi.Client, ns string) cache.SharedIndexInformer {
-			return relist.Informer(r, example, typed(c, ns), c, 0)
+			return relist.Informer(r, example, typed(c, ns), c, 0, indexers)
 		},
 		list: func(c *kubeapi.Client, ns string) pager.ListPageFunc { return relist.ListFunc(typed(c, ns)) },
 	}
 }
 
 var kindAPIs = map[string]kindAPI{
-	KindService: newKindAPI(&corev1.Service{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.ServiceList] {
+	KindService: newKindAPI(&corev1.Service{}, true, serviceIndexers, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.ServiceList] {
 		return c.Services(ns)
 	}),
-	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*discoveryv1.EndpointSliceList] {
+	KindEndpointSlice: newKindAPI(&discoveryv1.EndpointSlice{}, true, sliceIndexers, func(c *kubeapi.Client, ns string) relist.TypedClient[*discoveryv1.EndpointSliceList] {
 		return c.EndpointSlices(ns)
 	}),
-	KindPod: newKindAPI(&corev1.Pod{}, true, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.PodList] {
+	KindPod: newKindAPI(&corev1.Pod{}, true, podIndexers, func(c *kubeapi.Client, ns string) relist.TypedClient[*corev1.PodList] {
 		return c.Pods(ns)
 	}),
-	KindNode: newKindAPI(&corev1.Node{}, false, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NodeList] {
+	KindNode: newKindAPI(&corev1.Node{}, false, nil, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NodeList] {
 		return c.Nodes()
 	}),
-	KindNamespace: newKindAPI(&corev1.Namespace{}, false, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NamespaceList] {
+	KindNamespace: newKindAPI(&corev1.Namespace{}, false, nil, func(c *kubeapi.Client, _ string) relist.TypedClient[*corev1.NamespaceList] {
 		return c.Namespaces()
 	}),
 }

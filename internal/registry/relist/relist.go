@@ -199,13 +199,16 @@ func ListFunc[L runtime.Object](c TypedClient[L]) func(context.Context, metav1.L
 }
 
 // Informer builds an informer of c's kind (example is one object of it)
-// whose watches r can end. client is the clientset c comes from, which
-// says whether it supports watch-list streaming (fake clientsets do not).
-func Informer[L runtime.Object](r *Relister, example runtime.Object, c TypedClient[L], client any, resync time.Duration) cache.SharedIndexInformer {
+// whose watches r can end, with indexers (nil for none: each index costs a
+// set per value). client is the clientset c comes from, which says
+// whether it supports watch-list streaming (fake clientsets do not).
+func Informer[L runtime.Object](r *Relister, example runtime.Object, c TypedClient[L], client any, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc:  ListFunc(c),
 		WatchFuncWithContext: c.Watch,
 	}, client)
-	return cache.NewSharedIndexInformer(r.Wrap(cache.ToListerWatcherWithContext(lw)), example, resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if indexers == nil {
+		indexers = cache.Indexers{}
+	}
+	return cache.NewSharedIndexInformer(r.Wrap(cache.ToListerWatcherWithContext(lw)), example, resync, indexers)
 }
