@@ -803,3 +803,49 @@ func TestClusterIDOnEndpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestAddressMovesBetweenPodAndSlice: an endpoint without a targetRef
+// follows the addresses of Pods and slices as they change: a Pod that
+// takes the endpoint's IP describes it, and so it does again once the
+// slice and then the Pod move to another IP.
+func TestAddressMovesBetweenPodAndSlice(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	c, _ := startController(t, Options{Namespaces: []string{ns}})
+	host := model.ServiceHostname("moving", ns, model.DefaultDomainSuffix)
+	mustCreateService(t, ns, "moving", grpcPort)
+	mustCreatePod(t, ns, "p", "192.0.2.121", "", map[string]string{"app": "p"})
+	mustCreateSlice(t, slice(ns, "moving-1", "moving", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.120"}))
+	endpointOf := func(want string) {
+		t.Helper()
+		testenv.Eventually(t, "endpoint "+want, func() (bool, string) {
+			eps := c.Endpoints(host, 8080, nil)
+			got := fmt.Sprintf("%d endpoints", len(eps))
+			if len(eps) == 1 {
+				got = fmt.Sprintf("%s pod %q", eps[0].Address, eps[0].PodName)
+			}
+			return got == want, got
+		})
+	}
+	moveTo := func(ip string) {
+		t.Helper()
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx(t), "p", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.PodIP, p.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		if _, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx(t), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	endpointOf(`192.0.2.120 pod ""`)
+	moveTo("192.0.2.120")
+	endpointOf(`192.0.2.120 pod "p"`)
+	env.ApplyEndpointSlice(t, slice(ns, "moving-1", "moving", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.122"}))
+	endpointOf(`192.0.2.122 pod ""`)
+	moveTo("192.0.2.122")
+	endpointOf(`192.0.2.122 pod "p"`)
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "p", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	endpointOf(`192.0.2.122 pod ""`)
+}
