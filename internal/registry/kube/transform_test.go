@@ -94,7 +94,7 @@ func TestStripPod(t *testing.T) {
 	if !ok {
 		t.Fatalf("StripPod returned %T", out)
 	}
-	if !reflect.DeepEqual(got, want) {
+	if !reflect.DeepEqual(podInfoFields(got), podInfoFields(want)) {
 		t.Errorf("StripPod =\n%+v\nwant\n%+v", got, want)
 	}
 	if !reflect.DeepEqual(in, orig) {
@@ -105,9 +105,15 @@ func TestStripPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(again, want) {
-		t.Errorf("StripPod is not idempotent:\n%+v\nwant\n%+v", again, want)
+	if again != got {
+		t.Errorf("StripPod is not idempotent:\n%+v\nwant\n%+v", again, got)
 	}
+}
+
+// podInfoFields are a PodInfo's exported fields: the shared labels and
+// owners it holds alive are no part of its content.
+func podInfoFields(p *kubeconv.PodInfo) []any {
+	return []any{p.ObjectMeta, p.NodeName, p.ServiceAccount, p.IPs, p.Phase, p.Ready}
 }
 
 func TestStripPodWithoutReadyCondition(t *testing.T) {

@@ -2,11 +2,8 @@ package kubeconv
 
 import (
 	"maps"
-	"runtime"
 	"slices"
 	"strconv"
-	"sync"
-	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,46 +19,25 @@ import (
 // labelSet is one shared, immutable endpoint label map.
 type labelSet struct{ labels map[string]string }
 
-// labelSets finds the set of equal content. It holds sets weakly: a set
-// lives while a PodInfo remembers it, and the endpoints built from it
-// keep only its map, so the sets of deleted Pods go with them.
-type labelSets struct {
-	mu   sync.Mutex // guards sets
-	sets map[string]weak.Pointer[labelSet]
-}
+// endpointLabelSets finds the set of equal content. It holds sets
+// weakly: a set lives while a PodInfo remembers it, and the endpoints
+// built from it keep only its map, so the sets of deleted Pods go with
+// them.
+var endpointLabelSets = newWeakTable[labelSet]()
 
-var endpointLabelSets = &labelSets{sets: map[string]weak.Pointer[labelSet]{}}
-
-// get returns the set of the endpoint labels of a Pod with podLabels in
-// locality l (see mergeLabels), made if none lives; nil when there are
-// none. The map is built only when the set is new: most Pods find their
-// workload's.
-func (t *labelSets) get(podLabels map[string]string, l model.Locality) *labelSet {
+// endpointLabelSet returns the set of the endpoint labels of a Pod with
+// podLabels in locality l (see mergeLabels), made if none lives; nil when
+// there are none. The map is built only when the set is new: most Pods
+// find their workload's.
+func endpointLabelSet(podLabels map[string]string, l model.Locality) *labelSet {
 	if len(podLabels) == 0 && l == (model.Locality{}) {
 		return nil
 	}
 	var buf [256]byte
 	key := appendLabelsKey(buf[:0], podLabels, l)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.sets[string(key)].Value(); s != nil {
-		return s
-	}
-	s := &labelSet{labels: mergeLabels(podLabels, l)}
-	k := string(key)
-	t.sets[k] = weak.Make(s)
-	runtime.AddCleanup(s, t.forget, k)
-	return s
-}
-
-// forget drops the entry of a collected set, unless a new set took its
-// key meanwhile.
-func (t *labelSets) forget(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if wp, ok := t.sets[key]; ok && wp.Value() == nil {
-		delete(t.sets, key)
-	}
+	return endpointLabelSets.get(key, func() *labelSet {
+		return &labelSet{labels: mergeLabels(podLabels, l)}
+	})
 }
 
 // appendLabelsKey writes a Pod's labels and a locality in a canonical
@@ -108,7 +84,7 @@ func endpointLabels(p *PodInfo, l model.Locality) map[string]string {
 	if m := p.endpointLabels.Load(); m != nil && m.locality == l {
 		return m.set.labelsOrNil()
 	}
-	set := endpointLabelSets.get(p.Labels, l)
+	set := endpointLabelSet(p.Labels, l)
 	// Two workers may build one Pod's labels at once: either result is
 	// right, and the last stored stays.
 	p.endpointLabels.Store(&podEndpointLabels{locality: l, set: set})

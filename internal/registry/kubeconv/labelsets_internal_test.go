@@ -4,7 +4,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
-	"weak"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -12,18 +14,21 @@ import (
 // TestLabelSetsForgetCollectedSets: a set no PodInfo holds any longer
 // leaves the table, so that deleted workloads cost nothing.
 func TestLabelSetsForgetCollectedSets(t *testing.T) {
-	sets := &labelSets{sets: map[string]weak.Pointer[labelSet]{}}
-	held := sets.get(map[string]string{"app": "kept"}, model.Locality{})
-	sets.get(map[string]string{"app": "dropped"}, model.Locality{})
-	if again := sets.get(map[string]string{"app": "kept"}, model.Locality{}); again != held {
+	sets := newWeakTable[labelSet]()
+	get := func(app string) *labelSet {
+		l := map[string]string{"app": app}
+		key := appendLabelsKey(nil, l, model.Locality{})
+		return sets.get(key, func() *labelSet { return &labelSet{labels: mergeLabels(l, model.Locality{})} })
+	}
+	held := get("kept")
+	get("dropped")
+	if again := get("kept"); again != held {
 		t.Fatal("equal labels got two sets")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		sets.mu.Lock()
-		n := len(sets.sets)
-		sets.mu.Unlock()
+		n := sets.len()
 		if n == 1 {
 			break
 		}
@@ -31,6 +36,35 @@ func TestLabelSetsForgetCollectedSets(t *testing.T) {
 			t.Fatalf("%d sets in the table, want only the one held", n)
 		}
 		runtime.Gosched()
+	}
+	runtime.KeepAlive(held)
+}
+
+// TestPodMetasForgetCollected: the labels and owners no PodInfo holds any
+// longer leave the table.
+func TestPodMetasForgetCollected(t *testing.T) {
+	kept := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"app": "forget-test-kept"}}}
+	dropped := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"app": "forget-test-dropped"}}}
+	before := podMetas.len()
+	held := NewPodInfo(kept)
+	NewPodInfo(dropped)
+	if podMetas.len() != before+2 {
+		t.Fatalf("%d pairs in the table, want %d", podMetas.len(), before+2)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		n := podMetas.len()
+		if n == before+1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pairs in the table, want %d", n, before+1)
+		}
+		runtime.Gosched()
+	}
+	if again := NewPodInfo(kept); again.meta != held.meta {
+		t.Error("the held pair was forgotten")
 	}
 	runtime.KeepAlive(held)
 }

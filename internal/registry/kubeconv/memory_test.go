@@ -128,9 +128,10 @@ func memSlice(s int) *discoveryv1.EndpointSlice {
 	return out
 }
 
-// memPod is endpoint e of service s as the API server returns its Pod,
-// less its containers (the transform drops them, and they are freed
-// before anything is measured).
+// memPod is endpoint e of service s as the API server returns the Pod a
+// Deployment makes (labels app, pod-template-hash and version, owned by
+// its ReplicaSet), less its containers (the transform drops them, and
+// they are freed before anything is measured).
 func memPod(s, e int) *corev1.Pod {
 	name := fmt.Sprintf("svc-%d", s)
 	n := s*memEndpoints + e
@@ -138,10 +139,11 @@ func memPod(s, e int) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: memPodName(s, e), Namespace: memNamespace(s), ResourceVersion: fmt.Sprint(3000 + n),
 			UID:    types.UID(fmt.Sprintf("7c2d3e4f-0000-4000-8000-%012d", n)),
-			Labels: map[string]string{"app": name, "pod-template-hash": "7d9f8b6c5d"},
+			Labels: map[string]string{"app": name, "pod-template-hash": "7d9f8b6c5d", "version": "v1"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name + "-7d9f8b6c5d",
-				UID: types.UID(fmt.Sprintf("8d3e4f50-0000-4000-8000-%012d", s)), Controller: new(true),
+				UID:        types.UID(fmt.Sprintf("8d3e4f50-0000-4000-8000-%012d", s)),
+				Controller: new(true), BlockOwnerDeletion: new(true),
 			}},
 		},
 		Spec: corev1.PodSpec{NodeName: memNode(n), ServiceAccountName: "default"},
@@ -175,8 +177,10 @@ func decoded[T any](b *testing.B, obj any) *T {
 
 // BenchmarkCachedBytes reports the heap an informer cache holds per
 // object (B/object) of each kind, with the transform meshpilot applied
-// before (managed fields dropped) and the one it applies now. The store's
-// own index is not counted.
+// before (managed fields dropped) and the one it applies now: one object
+// per service, but for Pods, memEndpoints per service, so that what the
+// replicas of one workload share shows. The store's own index is not
+// counted.
 func BenchmarkCachedBytes(b *testing.B) {
 	stripManaged := func(o any) any {
 		out, _ := kubeconv.StripManagedFields(o)
@@ -184,13 +188,17 @@ func BenchmarkCachedBytes(b *testing.B) {
 	}
 	for _, kind := range []struct {
 		name   string
+		n      int
 		decode func(b *testing.B, i int) any
 		strip  func(any) any
 	}{
-		{"Service", func(b *testing.B, i int) any { return decoded[corev1.Service](b, memService(i)) },
+		{"Service", memServices, func(b *testing.B, i int) any { return decoded[corev1.Service](b, memService(i)) },
 			func(o any) any { return kubeconv.StrippedService(o.(*corev1.Service)) }},
-		{"EndpointSlice", func(b *testing.B, i int) any { return decoded[discoveryv1.EndpointSlice](b, memSlice(i)) },
+		{"EndpointSlice", memServices, func(b *testing.B, i int) any { return decoded[discoveryv1.EndpointSlice](b, memSlice(i)) },
 			func(o any) any { return kubeconv.StrippedEndpointSlice(o.(*discoveryv1.EndpointSlice)) }},
+		{"Pod", memServices * memEndpoints, func(b *testing.B, i int) any {
+			return decoded[corev1.Pod](b, memPod(i/memEndpoints, i%memEndpoints))
+		}, func(o any) any { return kubeconv.NewPodInfo(o.(*corev1.Pod)) }},
 	} {
 		for _, tr := range []struct {
 			name      string
@@ -200,7 +208,7 @@ func BenchmarkCachedBytes(b *testing.B) {
 			{"stripped", kind.strip},
 		} {
 			b.Run(kind.name+"/"+tr.name, func(b *testing.B) {
-				held := make([]any, memServices)
+				held := make([]any, kind.n)
 				for b.Loop() {
 					clear(held)
 					before := heapInUse()
@@ -208,7 +216,7 @@ func BenchmarkCachedBytes(b *testing.B) {
 						held[i] = tr.transform(kind.decode(b, i))
 					}
 					after := heapInUse()
-					b.ReportMetric(float64(after-before)/memServices, "B/object")
+					b.ReportMetric(float64(after-before)/float64(kind.n), "B/object")
 				}
 				runtime.KeepAlive(held)
 			})

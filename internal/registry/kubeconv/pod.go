@@ -32,27 +32,31 @@ type PodInfo struct {
 	// Ready is the status of the Ready condition.
 	Ready bool
 
+	// meta holds the shared Labels and OwnerReferences alive
+	// (podmeta.go); nil when the Pod has neither.
+	meta *podMeta
 	// endpointLabels remembers the labels of the Pod's endpoints
 	// (labelsets.go); not part of its content.
 	endpointLabels atomic.Pointer[podEndpointLabels]
 }
 
 // NewPodInfo keeps what meshpilot reads of a Pod; nil gives nil. The
-// result shares the Pod's label map, owner references and deletion
-// timestamp, and one copy of its namespace, node and service account
-// names with every other Pod's.
+// result shares its label map and owner references with every Pod of
+// equal ones (podmeta.go), the Pod's deletion timestamp, and one copy of
+// its namespace, node and service account names with every other Pod's.
 func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	if pod == nil {
 		return nil
 	}
+	meta := sharedPodMeta(pod.Labels, pod.OwnerReferences)
 	p := &PodInfo{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            pod.Name,
 			Namespace:       names.str(pod.Namespace),
 			UID:             pod.UID,
-			Labels:          pod.Labels,
+			Labels:          meta.labelsOrNil(),
 			ResourceVersion: pod.ResourceVersion,
-			OwnerReferences: pod.OwnerReferences,
+			OwnerReferences: meta.ownersOrNil(),
 			// Shared like the labels; nil for all but deleting Pods, so
 			// it costs a pointer.
 			DeletionTimestamp: pod.DeletionTimestamp,
@@ -60,6 +64,7 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 		NodeName:       names.str(pod.Spec.NodeName),
 		ServiceAccount: names.str(pod.Spec.ServiceAccountName),
 		Phase:          corev1.PodPhase(names.str(string(pod.Status.Phase))),
+		meta:           meta,
 	}
 	for _, ip := range pod.Status.PodIPs {
 		if ip.IP != "" {
@@ -87,7 +92,9 @@ func (p *PodInfo) DeepCopyObject() runtime.Object {
 	if p == nil {
 		return nil
 	}
-	out := &PodInfo{NodeName: p.NodeName, ServiceAccount: p.ServiceAccount, Phase: p.Phase, Ready: p.Ready}
+	// The copy keeps meta, which only holds the shared originals alive,
+	// and gets labels and owner references of its own to modify.
+	out := &PodInfo{NodeName: p.NodeName, ServiceAccount: p.ServiceAccount, Phase: p.Phase, Ready: p.Ready, meta: p.meta}
 	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.IPs = append([]string(nil), p.IPs...)
 	return out

@@ -1,12 +1,14 @@
 package kubeconv_test
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
@@ -100,5 +102,73 @@ func TestPodInfoDeepCopy(t *testing.T) {
 	c.IPs[0] = "10.9.9.9"
 	if p.Labels["app"] != "web" || p.IPs[0] != "10.0.0.1" {
 		t.Error("the copy shares labels or IPs with the original")
+	}
+}
+
+// TestNewPodInfoSharesLabelsAndOwners: Pods of equal labels and owner
+// references (the replicas of one ReplicaSet) share one labels map and
+// one owners slice; Pods that differ in either do not.
+func TestNewPodInfoSharesLabelsAndOwners(t *testing.T) {
+	owner := func(name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: types.UID("uid-" + name), Controller: new(true)}}
+	}
+	pod := func(labels map[string]string, owners []metav1.OwnerReference) *kubeconv.PodInfo {
+		return kubeconv.NewPodInfo(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: labels, OwnerReferences: owners}})
+	}
+	web := map[string]string{"app": "web", "pod-template-hash": "abc", "version": "v1"}
+	for _, tc := range []struct {
+		desc       string
+		a, b       *kubeconv.PodInfo
+		shareLabel bool
+	}{
+		{"replicas of one ReplicaSet", pod(web, owner("web-abc")), pod(maps.Clone(web), owner("web-abc")), true},
+		{"other labels", pod(web, owner("web-abc")), pod(map[string]string{"app": "web", "pod-template-hash": "abc", "version": "v2"}, owner("web-abc")), false},
+		{"one label more", pod(web, owner("web-abc")), pod(map[string]string{"app": "web", "pod-template-hash": "abc", "version": "v1", "x": ""}, owner("web-abc")), false},
+		{"other owner", pod(web, owner("web-abc")), pod(maps.Clone(web), owner("web-def")), false},
+		{"no owner", pod(web, owner("web-abc")), pod(maps.Clone(web), nil), false},
+		{"a key's length moves into its value", pod(map[string]string{"ab": "c"}, nil), pod(map[string]string{"a": "bc"}, nil), false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := reflect.ValueOf(tc.a.Labels).UnsafePointer() == reflect.ValueOf(tc.b.Labels).UnsafePointer(); got != tc.shareLabel {
+				t.Errorf("labels %v and %v share one map: %v, want %v", tc.a.Labels, tc.b.Labels, got, tc.shareLabel)
+			}
+			sameOwners := len(tc.a.OwnerReferences) > 0 && len(tc.b.OwnerReferences) > 0 && &tc.a.OwnerReferences[0] == &tc.b.OwnerReferences[0]
+			if sameOwners != tc.shareLabel {
+				t.Errorf("owners share one slice: %v, want %v", sameOwners, tc.shareLabel)
+			}
+		})
+	}
+}
+
+// TestNewPodInfoKeepsLabelsAndOwners: what the shared copies hold is
+// what the Pod held, and the Pod's own map and slice stay its own.
+func TestNewPodInfoKeepsLabelsAndOwners(t *testing.T) {
+	for _, tc := range []struct {
+		desc   string
+		labels map[string]string
+		owners []metav1.OwnerReference
+	}{
+		{"none", nil, nil},
+		{"labels only", map[string]string{"app": "web", "empty": ""}, nil},
+		{"owners only", nil, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n", UID: "u"}}},
+		{"controller and blocking owner", map[string]string{"app": "web"}, []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "u1", Controller: new(true), BlockOwnerDeletion: new(true)},
+			{APIVersion: "example.com/v1", Kind: "Thing", Name: "t", UID: "u2", Controller: new(false)},
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			in := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: tc.labels, OwnerReferences: tc.owners}}
+			orig := in.DeepCopy()
+			p := kubeconv.NewPodInfo(in)
+			if !reflect.DeepEqual(p.Labels, orig.Labels) || !reflect.DeepEqual(p.OwnerReferences, orig.OwnerReferences) {
+				t.Errorf("kept labels %v, owners %+v; want %v, %+v", p.Labels, p.OwnerReferences, orig.Labels, orig.OwnerReferences)
+			}
+			if len(in.Labels) > 0 && reflect.ValueOf(p.Labels).UnsafePointer() == reflect.ValueOf(in.Labels).UnsafePointer() {
+				t.Error("the PodInfo holds the decoded Pod's own label map")
+			}
+			if len(in.OwnerReferences) > 0 && &p.OwnerReferences[0] == &in.OwnerReferences[0] {
+				t.Error("the PodInfo holds the decoded Pod's own owner references")
+			}
+		})
 	}
 }
