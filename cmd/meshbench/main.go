@@ -47,6 +47,7 @@ func newCommand() *cobra.Command {
 	cfg := bench.Defaults()
 	r := rate(cfg.Rate)
 	var jsonPath, plotPath string
+	pods := true
 	cmd := &cobra.Command{
 		Use:   "meshbench",
 		Short: "Benchmark meshpilot: time for a change to reach every gRPC client, CPU and memory",
@@ -84,6 +85,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Rate = float64(r)
+			cfg.NoPods = !pods
 			cfg.Log = cmd.ErrOrStderr()
 			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -124,6 +126,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.IntVar(&cfg.Namespaces, "namespaces", cfg.Namespaces, "namespaces the services are spread over")
 	f.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoints (ready Pods) per service")
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes the Pods run on, spread over three zones")
+	f.BoolVar(&pods, "pods", true, "write a ready Pod behind every endpoint (create and status); false writes none: Services without a selector whose slices' endpoints carry address, readiness, node and zone but no targetRef, two API writes per service, for workloads whose Pod writes the API server could not make in time (not with --traffic-rules, whose subsets select Pods' labels)")
 	f.IntVar(&cfg.Clusters, "clusters", cfg.Clusters, "clusters: each one beyond the first gets a kube-apiserver of its own with the same services and as many endpoints (other addresses), given to meshpilot as a remote Secret (istio/multiCluster=true, in meshpilot's --system-namespace); clients converge on every cluster's endpoints and churn adds endpoints in each cluster in turn")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "simulated gRPC clients, one ADS stream each (see --streams-per-conn)")
 	f.IntVar(&cfg.PerClient, "per-client", cfg.PerClient, "services each client watches")

@@ -54,6 +54,10 @@ type Config struct {
 	Rate float64 `json:"rate"`
 	// Nodes carry the Pods, spread over three zones.
 	Nodes int `json:"nodes"`
+	// NoPods writes no Pods: Services select nothing and their slices'
+	// endpoints carry address, readiness, node and zone but no targetRef,
+	// as slices managed by hand; setup makes two writes per service.
+	NoPods bool `json:"no_pods,omitempty"`
 	// Concurrency bounds API writes in flight during setup.
 	Concurrency int `json:"concurrency"`
 	// MissTimeout: a change a client has not seen this long after its
@@ -164,6 +168,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("clusters must be between 1 and %d, not %d", maxClusters, c.Clusters))
 	} else if c.Clusters > 1 && c.Services*c.Endpoints+c.Changes >= 1<<clusterAddrBits {
 		errs = append(errs, fmt.Errorf("with several clusters, services x endpoints + changes must stay below %d (each cluster's address range)", 1<<clusterAddrBits))
+	}
+	if c.NoPods && c.TrafficRules {
+		errs = append(errs, errors.New("traffic rules' subsets select Pods' labels: they need Pods"))
 	}
 	if c.Soak < 0 || (c.Soak > 0 && (c.Rate <= 0 || c.SoakSample <= 0 || c.SoakSample > c.Soak)) {
 		errs = append(errs, errors.New("a soak needs a positive rate and a sample interval no longer than itself"))
@@ -563,7 +570,7 @@ func runChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 	prepare := func(w *workload, svc *service) chan prepared {
 		out := make(chan prepared, 1)
 		go func() {
-			ep, err := w.createPod(ctx, svc)
+			ep, err := w.newEndpoint(ctx, svc)
 			out <- prepared{w, svc, ep, err}
 		}()
 		return out

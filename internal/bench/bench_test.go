@@ -14,6 +14,8 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
@@ -133,6 +135,75 @@ func TestSmallRun(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
+	}
+}
+
+// TestSmallRunNoPods runs the tiny workload with NoPods: setup writes
+// only namespaces, nodes, Services and slices, the cluster holds no Pod,
+// and the endpoints that only slices describe (node and zone, no
+// targetRef) reach every client as HEALTHY, at convergence and in churn.
+func TestSmallRunNoPods(t *testing.T) {
+	cfg := smallConfig(5, "nopods")
+	cfg.NoPods = true
+	res, log := runSmall(t, cfg)
+	// 2 namespaces + 3 nodes + 5 services + 5 slices.
+	if want := int64(2 + 3 + 5 + 5); res.Setup.Writes != want || newWorkload(nil, &cfg).setupWrites() != want {
+		t.Errorf("setup writes = %d, expected %d, want %d", res.Setup.Writes, newWorkload(nil, &cfg).setupWrites(), want)
+	}
+	if cv := res.Convergence; cv.Clients != 3 || cv.P50MS <= 0 || cv.P99MS > cv.AllMS {
+		t.Errorf("convergence: %+v, want 3 clients converged", cv)
+	}
+	// A churn pair counts only when the client holds the new endpoint as
+	// HEALTHY.
+	if ch := res.Churn; ch == nil || ch.Changes != 3 || ch.Misses != 0 || ch.Pairs < 3 {
+		t.Errorf("churn: %+v, want 3 changes, every one seen, no misses", ch)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range cfg.Namespaces {
+		ns := newWorkload(nil, &cfg).namespace(i)
+		pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) != 0 {
+			t.Errorf("pods in %s: %d (%v), want none", ns, len(pods.Items), err)
+		}
+		svcs, err := env.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range svcs.Items {
+			if s.Spec.Selector != nil {
+				t.Errorf("service %s/%s selects %v, want no selector", ns, s.Name, s.Spec.Selector)
+			}
+		}
+		slices, err := env.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if e.TargetRef != nil || e.NodeName == nil || e.Zone == nil || e.Conditions.Ready == nil || !*e.Conditions.Ready {
+					t.Errorf("slice %s/%s endpoint %+v, want ready with node and zone, no targetRef", ns, s.Name, e)
+				}
+			}
+		}
+	}
+
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	if first, _, _ := strings.Cut(sum.String(), "\n"); !strings.HasPrefix(first, "no Pods:") {
+		t.Errorf("summary's first line %q, want it to say the run had no Pods", first)
+	}
+	if t.Failed() {
+		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
+	}
+}
+
+func TestValidateNoPodsWithoutRules(t *testing.T) {
+	cfg := Defaults()
+	cfg.NoPods, cfg.TrafficRules = true, true
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "need Pods") {
+		t.Fatalf("validate = %v, want traffic rules refused without Pods", err)
 	}
 }
 

@@ -8,9 +8,14 @@ import (
 
 // setupWrites is how many API writes setup makes: a namespace each, a
 // node each, and per service the Service, two per Pod (create and
-// status: the API server ignores a new Pod's status) and the slice.
+// status: the API server ignores a new Pod's status; none with NoPods)
+// and the slice.
 func (w *workload) setupWrites() int64 {
-	return int64(w.cfg.Namespaces + len(w.nodes) + len(w.services)*(2+2*w.cfg.Endpoints))
+	perService := 2
+	if !w.cfg.NoPods {
+		perService += 2 * w.cfg.Endpoints
+	}
+	return int64(w.cfg.Namespaces + len(w.nodes) + len(w.services)*perService)
 }
 
 // reportSetup logs, every interval until the returned stop is called, how

@@ -241,6 +241,9 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // WriteSummary prints a small table of the figures.
 func (r *Result) WriteSummary(out io.Writer) {
 	c := r.Config
+	if c.NoPods {
+		fmt.Fprintln(out, "no Pods: endpoints from slices alone (selector-less Services, endpoints without targetRef)")
+	}
 	if c.Soak > 0 {
 		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; a %s soak at %g changes/s\n",
 			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Soak, c.Rate)

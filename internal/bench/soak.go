@@ -298,7 +298,7 @@ wait:
 // client and counts the change.
 func (r *soakRun) replaceEndpoint(ctx context.Context, svc *service, tally *soakTally) {
 	w := r.workload
-	ep, err := w.createPod(ctx, svc)
+	ep, err := w.newEndpoint(ctx, svc)
 	if err != nil {
 		tally.fail(err)
 		return

@@ -124,9 +124,9 @@ func (w *workload) addrAt(n uint32) string {
 	return netip.AddrFrom4(b).String()
 }
 
-// setup writes namespaces, nodes, services, pods (with their status) and
-// one EndpointSlice per service, with at most cfg.Concurrency writes in
-// flight.
+// setup writes namespaces, nodes, services, pods (with their status;
+// none with Config.NoPods) and one EndpointSlice per service, with at most
+// cfg.Concurrency writes in flight.
 func (w *workload) setup(ctx context.Context) error {
 	core := w.client.CoreV1()
 	err := forEach(ctx, w.cfg.Namespaces+len(w.nodes), w.cfg.Concurrency, func(ctx context.Context, i int) error {
@@ -154,7 +154,8 @@ func (w *workload) setup(ctx context.Context) error {
 	}
 	// One task per object keeps the writes in flight even when a service
 	// has many endpoints; a slice is written once its pods are. Task i
-	// is object i%(E+1) of service i/(E+1): 0 the service, then its Pods.
+	// is object i%(E+1) of service i/(E+1): 0 the service, then its Pods
+	// (with NoPods, its endpoints, which cost no write).
 	perService := w.cfg.Endpoints + 1
 	eps := make([][]discoveryv1.Endpoint, len(w.services))
 	for s := range eps {
@@ -166,7 +167,7 @@ func (w *workload) setup(ctx context.Context) error {
 		if obj == 0 {
 			return w.createService(ctx, svc)
 		}
-		ep, err := w.createPod(ctx, svc)
+		ep, err := w.newEndpoint(ctx, svc)
 		eps[s][obj-1] = ep
 		return err
 	})
@@ -224,15 +225,19 @@ func (w *workload) createSlice(ctx context.Context, svc *service, eps []discover
 	return keptSlice(slice, out), nil
 }
 
+// createService writes svc, selecting its Pods; with NoPods it selects
+// none, as a Service whose slices someone else manages.
 func (w *workload) createService(ctx context.Context, svc *service) error {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: svc.ns},
 		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": svc.name},
 			Ports: []corev1.ServicePort{{
 				Name: portName, Port: ServicePort, TargetPort: intstr.FromInt32(targetPort),
 			}},
 		},
+	}
+	if !w.cfg.NoPods {
+		s.Spec.Selector = map[string]string{"app": svc.name}
 	}
 	err := w.retried(ctx, func(retry bool) error {
 		_, err := w.client.CoreV1().Services(svc.ns).Create(ctx, s, metav1.CreateOptions{})
@@ -241,12 +246,34 @@ func (w *workload) createService(ctx context.Context, svc *service) error {
 	return wrap(err, "creating service %s", svc.hostname)
 }
 
+// newEndpoint is a new ready endpoint of svc on one of the nodes: a Pod's
+// (createPod), or with NoPods one that only its slice will hold.
+func (w *workload) newEndpoint(ctx context.Context, svc *service) (discoveryv1.Endpoint, error) {
+	if w.cfg.NoPods {
+		ep, _ := w.nextEndpoint()
+		return ep, nil
+	}
+	return w.createPod(ctx, svc)
+}
+
+// nextEndpoint is a ready endpoint with a new address on the next node,
+// with no targetRef, and its number n (Pod n's, when there is one).
+func (w *workload) nextEndpoint() (ep discoveryv1.Endpoint, n int) {
+	n = int(w.nextPod.Add(1))
+	node := n % len(w.nodes)
+	return discoveryv1.Endpoint{
+		Addresses:  []string{w.newAddr()},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		NodeName:   w.nodeNames[node],
+		Zone:       w.zones[node],
+	}, n
+}
+
 // createPod creates a ready, running Pod of svc on one of the nodes with a
 // new address and returns the slice endpoint for it.
 func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.Endpoint, error) {
-	n := int(w.nextPod.Add(1))
-	node := n % len(w.nodes)
-	addr := w.newAddr()
+	ep, n := w.nextEndpoint()
+	addr := ep.Addresses[0]
 	pods := w.client.CoreV1().Pods(svc.ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -254,7 +281,7 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 			Labels: w.podLabels(svc, n),
 		},
 		Spec: corev1.PodSpec{
-			NodeName:   w.nodes[node],
+			NodeName:   *ep.NodeName,
 			Containers: []corev1.Container{{Name: "app", Image: "meshbench/app"}},
 		},
 	}
@@ -299,16 +326,11 @@ func (w *workload) createPod(ctx context.Context, svc *service) (discoveryv1.End
 	if err != nil {
 		return discoveryv1.Endpoint{}, wrap(err, "setting the status of pod %s/%s", svc.ns, pod.Name)
 	}
-	return discoveryv1.Endpoint{
-		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-		NodeName:   w.nodeNames[node],
-		Zone:       w.zones[node],
-		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: svc.ns, Name: pod.Name, UID: out.UID},
-	}, nil
+	ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: svc.ns, Name: pod.Name, UID: out.UID}
+	return ep, nil
 }
 
-// appendEndpoint adds ep (a Pod made by createPod) to the slice of svc.
+// appendEndpoint adds ep (made by newEndpoint) to the slice of svc.
 // before is called just before the slice is written; written is when the
 // slice write returned.
 func (w *workload) appendEndpoint(ctx context.Context, svc *service, ep discoveryv1.Endpoint, before func()) (written time.Time, err error) {
