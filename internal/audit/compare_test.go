@@ -27,8 +27,10 @@ func TestCompareObjects(t *testing.T) {
 	}
 	pod := func(rv string, labels map[string]string, ready bool) any {
 		m := objMeta("ns", "p", "1", rv)
-		m.Labels = labels
-		return &kubeconv.PodInfo{ObjectMeta: m, IPs: []string{"192.0.2.1"}, Ready: ready}
+		return &kubeconv.PodInfo{
+			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			Labels: labels, IPs: []string{"192.0.2.1"}, Ready: ready,
+		}
 	}
 	service := func(rv string, target int32) any {
 		return &corev1.Service{ObjectMeta: objMeta("ns", "s", "1", rv), Spec: corev1.ServiceSpec{

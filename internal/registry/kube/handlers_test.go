@@ -13,8 +13,8 @@ import (
 func TestUnchangedUpdates(t *testing.T) {
 	pod := func(rv string, mutate func(*kubeconv.PodInfo)) *kubeconv.PodInfo {
 		p := &kubeconv.PodInfo{
-			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: rv, Labels: map[string]string{"app": "a"}},
-			NodeName:   "n1", ServiceAccount: "sa", IPs: []string{"10.0.0.1"}, Phase: corev1.PodRunning, Ready: true,
+			Name: "p", Namespace: "ns", ResourceVersion: rv, Labels: map[string]string{"app": "a"},
+			NodeName: "n1", ServiceAccount: "sa", IPs: []string{"10.0.0.1"}, Phase: corev1.PodRunning, Ready: true,
 		}
 		if mutate != nil {
 			mutate(p)

@@ -36,8 +36,8 @@ func benchObjects() (pods []*kubeconv.PodInfo, slices []*discoveryv1.EndpointSli
 			name := fmt.Sprintf("svc-%d-%d", s, e)
 			nodeName := node(i)
 			pods = append(pods, &kubeconv.PodInfo{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "uid"},
-				NodeName:   nodeName, IPs: []string{ip}, Phase: corev1.PodRunning, Ready: true,
+				Namespace: "ns", Name: name, UID: "uid",
+				NodeName: nodeName, IPs: []string{ip}, Phase: corev1.PodRunning, Ready: true,
 			})
 			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 				Addresses: []string{ip}, NodeName: &nodeName,

@@ -12,7 +12,7 @@ import (
 )
 
 func ipPod(name string, ips ...string) *kubeconv.PodInfo {
-	return &kubeconv.PodInfo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, IPs: ips}
+	return &kubeconv.PodInfo{Namespace: "ns", Name: name, IPs: ips}
 }
 
 func ipSlice(name string, ips ...string) *discoveryv1.EndpointSlice {

@@ -73,17 +73,15 @@ func TestStripPod(t *testing.T) {
 	in := stFullPod()
 	orig := in.DeepCopy()
 	want := &kubeconv.PodInfo{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
-			Labels:            map[string]string{"app": "web"},
-			OwnerReferences:   orig.OwnerReferences,
-			DeletionTimestamp: orig.DeletionTimestamp,
-		},
-		NodeName:       "node-a",
-		ServiceAccount: "web-sa",
-		Phase:          corev1.PodRunning,
-		IPs:            []string{"10.0.0.1", "fd00::1"},
-		Ready:          true,
+		Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
+		Labels:            map[string]string{"app": "web"},
+		OwnerReferences:   orig.OwnerReferences,
+		DeletionTimestamp: orig.DeletionTimestamp,
+		NodeName:          "node-a",
+		ServiceAccount:    "web-sa",
+		Phase:             corev1.PodRunning,
+		IPs:               []string{"10.0.0.1", "fd00::1"},
+		Ready:             true,
 	}
 
 	out, err := kube.StripPod(in)
@@ -108,12 +106,20 @@ func TestStripPod(t *testing.T) {
 	if again != got {
 		t.Errorf("StripPod is not idempotent:\n%+v\nwant\n%+v", again, got)
 	}
+
+	// The informer keys its cache and tombstones by the PodInfo's own
+	// metadata.
+	for _, obj := range []any{got, cache.DeletedFinalStateUnknown{Key: "shop/web-1", Obj: got}} {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err != nil || key != "shop/web-1" {
+			t.Errorf("key of %T = %q, %v; want shop/web-1", obj, key, err)
+		}
+	}
 }
 
 // podInfoFields are a PodInfo's exported fields: the shared labels and
 // owners it holds alive are no part of its content.
 func podInfoFields(p *kubeconv.PodInfo) []any {
-	return []any{p.ObjectMeta, p.NodeName, p.ServiceAccount, p.IPs, p.Phase, p.Ready}
+	return []any{p.Name, p.Namespace, p.UID, p.ResourceVersion, p.DeletionTimestamp, p.Labels, p.OwnerReferences, p.NodeName, p.ServiceAccount, p.IPs, p.Phase, p.Ready}
 }
 
 func TestStripPodWithoutReadyCondition(t *testing.T) {

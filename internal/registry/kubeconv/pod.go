@@ -3,12 +3,14 @@ package kubeconv
 import (
 	"cmp"
 	"iter"
+	"maps"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PodInfo is the part of a Pod that meshpilot reads. The Kubernetes
@@ -18,10 +20,21 @@ import (
 // anything else we watch.
 //
 // A PodInfo in a cache is shared: never modify one.
+//
+// Its metadata are fields of its own rather than an embedded
+// metav1.ObjectMeta, whose 232 bytes are mostly fields a Pod's cache never
+// fills; PodInfo is a metav1.Object through methods (objectmeta.go), as
+// informers and listers need, and its JSON names them as a Pod's
+// metadata would.
 type PodInfo struct {
-	// ObjectMeta keeps name, namespace, uid, labels, resourceVersion,
-	// owner references and deletionTimestamp only.
-	metav1.ObjectMeta
+	Name              string                  `json:"name,omitempty"`
+	Namespace         string                  `json:"namespace,omitempty"`
+	UID               types.UID               `json:"uid,omitempty"`
+	ResourceVersion   string                  `json:"resourceVersion,omitempty"`
+	DeletionTimestamp *metav1.Time            `json:"deletionTimestamp,omitempty"`
+	Labels            map[string]string       `json:"labels,omitempty"`
+	OwnerReferences   []metav1.OwnerReference `json:"ownerReferences,omitempty"`
+
 	NodeName       string
 	ServiceAccount string
 	// IPs holds status.podIPs (every IP family), or status.podIP alone
@@ -50,21 +63,19 @@ func NewPodInfo(pod *corev1.Pod) *PodInfo {
 	}
 	meta := sharedPodMeta(pod.Labels, pod.OwnerReferences)
 	p := &PodInfo{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            pod.Name,
-			Namespace:       names.str(pod.Namespace),
-			UID:             pod.UID,
-			Labels:          meta.labelsOrNil(),
-			ResourceVersion: pod.ResourceVersion,
-			OwnerReferences: meta.ownersOrNil(),
-			// Shared like the labels; nil for all but deleting Pods, so
-			// it costs a pointer.
-			DeletionTimestamp: pod.DeletionTimestamp,
-		},
-		NodeName:       names.str(pod.Spec.NodeName),
-		ServiceAccount: names.str(pod.Spec.ServiceAccountName),
-		Phase:          corev1.PodPhase(names.str(string(pod.Status.Phase))),
-		meta:           meta,
+		Name:            pod.Name,
+		Namespace:       names.str(pod.Namespace),
+		UID:             pod.UID,
+		Labels:          meta.labelsOrNil(),
+		ResourceVersion: pod.ResourceVersion,
+		OwnerReferences: meta.ownersOrNil(),
+		// The Pod's own; nil for all but deleting Pods, so it costs a
+		// pointer.
+		DeletionTimestamp: pod.DeletionTimestamp,
+		NodeName:          names.str(pod.Spec.NodeName),
+		ServiceAccount:    names.str(pod.Spec.ServiceAccountName),
+		Phase:             corev1.PodPhase(names.str(string(pod.Status.Phase))),
+		meta:              meta,
 	}
 	for _, ip := range pod.Status.PodIPs {
 		if ip.IP != "" {
@@ -94,8 +105,18 @@ func (p *PodInfo) DeepCopyObject() runtime.Object {
 	}
 	// The copy keeps meta, which only holds the shared originals alive,
 	// and gets labels and owner references of its own to modify.
-	out := &PodInfo{NodeName: p.NodeName, ServiceAccount: p.ServiceAccount, Phase: p.Phase, Ready: p.Ready, meta: p.meta}
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out := &PodInfo{
+		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		DeletionTimestamp: p.DeletionTimestamp.DeepCopy(),
+		Labels:            maps.Clone(p.Labels),
+		NodeName:          p.NodeName, ServiceAccount: p.ServiceAccount, Phase: p.Phase, Ready: p.Ready, meta: p.meta,
+	}
+	if p.OwnerReferences != nil {
+		out.OwnerReferences = make([]metav1.OwnerReference, len(p.OwnerReferences))
+		for i := range p.OwnerReferences {
+			p.OwnerReferences[i].DeepCopyInto(&out.OwnerReferences[i])
+		}
+	}
 	out.IPs = append([]string(nil), p.IPs...)
 	return out
 }

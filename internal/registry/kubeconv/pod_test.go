@@ -19,7 +19,7 @@ import (
 // Pod may keep an IP a new Pod already has.
 func TestPodForIP(t *testing.T) {
 	pod := func(ns, name string, phase corev1.PodPhase, deleting bool) *kubeconv.PodInfo {
-		p := &kubeconv.PodInfo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Phase: phase, IPs: []string{"10.0.0.1"}}
+		p := &kubeconv.PodInfo{Namespace: ns, Name: name, Phase: phase, IPs: []string{"10.0.0.1"}}
 		if deleting {
 			p.DeletionTimestamp = &metav1.Time{}
 		}
