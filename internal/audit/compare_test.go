@@ -288,6 +288,64 @@ func TestKeptFieldsCoverTheTransforms(t *testing.T) {
 	}
 }
 
+// TestKeptPodFieldsCoverPodInfo: the fields the audit compares for Pods
+// are every field a PodInfo keeps, so that no kept field can differ from
+// the API unseen. A PodInfo names its fields in JSON as its own struct
+// does, not as the Pod: podInfoJSON says which is which.
+func TestKeptPodFieldsCoverPodInfo(t *testing.T) {
+	podInfoJSON := map[string]string{
+		"metadata.labels":            "labels",
+		"metadata.ownerReferences":   "ownerReferences",
+		"metadata.deletionTimestamp": "deletionTimestamp",
+		"spec.nodeName":              "NodeName",
+		"spec.serviceAccountName":    "ServiceAccount",
+		"status.podIPs":              "IPs",
+		"status.phase":               "Phase",
+		"status.conditions[Ready]":   "Ready",
+	}
+	now := metav1.Unix(1000, 0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-1", Namespace: "shop", UID: "uid-p", ResourceVersion: "7", Generation: 2,
+			CreationTimestamp: now, DeletionTimestamp: &now, DeletionGracePeriodSeconds: new(int64(30)),
+			Labels:          map[string]string{"app": "web"},
+			Annotations:     map[string]string{"note": "x"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-abc", UID: "uid-rs", Controller: new(true)}},
+			Finalizers:      []string{"example.com/f"},
+		},
+		Spec: corev1.PodSpec{NodeName: "node-a", ServiceAccountName: "web-sa", Hostname: "web-1"},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "192.0.2.1", PodIPs: []corev1.PodIP{{IP: "192.0.2.1"}}, HostIP: "192.0.2.100",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	stripped, err := kube.Transform(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left map[string]any
+	if err := json.Unmarshal(b, &left); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion"} {
+		delete(left, k)
+	}
+	for _, f := range podFields {
+		k, ok := podInfoJSON[f.name]
+		if !ok {
+			t.Fatalf("the audit compares %s, which podInfoJSON does not name", f.name)
+		}
+		delete(left, k)
+	}
+	if len(left) > 0 {
+		t.Errorf("PodInfo keeps fields the audit does not compare: %v", left)
+	}
+}
+
 func fieldNames[T any](fields []field[T]) []string {
 	out := make([]string, len(fields))
 	for i, f := range fields {
