@@ -266,18 +266,7 @@ func TestKeptFieldsCoverTheTransforms(t *testing.T) {
 		{svc, fieldNames(kubeServiceFields)},
 		{slice, append(fieldNames(kubeSliceFields), "endpoints")},
 	} {
-		stripped, err := kube.Transform(tc.obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := json.Marshal(stripped)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var left map[string]any
-		if err := json.Unmarshal(b, &left); err != nil {
-			t.Fatal(err)
-		}
+		left := transformedJSON(t, tc.obj)
 		for _, f := range append([]string{"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion"}, tc.fields...) {
 			deletePath(left, strings.Split(f, "."))
 		}
@@ -319,18 +308,7 @@ func TestKeptPodFieldsCoverPodInfo(t *testing.T) {
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		},
 	}
-	stripped, err := kube.Transform(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(stripped)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left map[string]any
-	if err := json.Unmarshal(b, &left); err != nil {
-		t.Fatal(err)
-	}
+	left := transformedJSON(t, pod)
 	for _, k := range []string{"name", "namespace", "uid", "resourceVersion"} {
 		delete(left, k)
 	}
@@ -344,6 +322,25 @@ func TestKeptPodFieldsCoverPodInfo(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("PodInfo keeps fields the audit does not compare: %v", left)
 	}
+}
+
+// transformedJSON is obj through the informers' transform, as decoded
+// JSON.
+func transformedJSON(t *testing.T, obj any) map[string]any {
+	t.Helper()
+	stripped, err := kube.Transform(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func fieldNames[T any](fields []field[T]) []string {
