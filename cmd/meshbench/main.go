@@ -126,6 +126,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.IntVar(&cfg.Namespaces, "namespaces", cfg.Namespaces, "namespaces the services are spread over")
 	f.IntVar(&cfg.Endpoints, "endpoints", cfg.Endpoints, "endpoints (ready Pods) per service")
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "nodes the Pods run on, spread over three zones")
+	f.BoolVar(&cfg.Headless, "headless", false, "create the Services headless (no cluster IP): the API server's cluster IP allocator counts every allocated address on each allocation, which makes tens of thousands of Services take an hour to write; meshpilot serves proxyless clients a headless Service as any other")
 	f.BoolVar(&pods, "pods", true, "write a ready Pod behind every endpoint (create and status); false writes none: Services without a selector whose slices' endpoints carry address, readiness, node and zone but no targetRef, two API writes per service, for workloads whose Pod writes the API server could not make in time (not with --traffic-rules, whose subsets select Pods' labels)")
 	f.IntVar(&cfg.Clusters, "clusters", cfg.Clusters, "clusters: each one beyond the first gets a kube-apiserver of its own with the same services and as many endpoints (other addresses), given to meshpilot as a remote Secret (istio/multiCluster=true, in meshpilot's --system-namespace); clients converge on every cluster's endpoints and churn adds endpoints in each cluster in turn")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "simulated gRPC clients, one ADS stream each (see --streams-per-conn)")

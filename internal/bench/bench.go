@@ -58,6 +58,12 @@ type Config struct {
 	// endpoints carry address, readiness, node and zone but no targetRef,
 	// as slices managed by hand; setup makes two writes per service.
 	NoPods bool `json:"no_pods,omitempty"`
+	// Headless Services get no cluster IP: the API server's allocator
+	// (IPAddress objects, Kubernetes 1.33 on) counts every allocated
+	// address on each allocation, which at tens of thousands of
+	// Services bounds the setup to a few dozen Services a second.
+	// meshpilot serves proxyless clients a headless Service as any other.
+	Headless bool `json:"headless,omitempty"`
 	// Concurrency bounds API writes in flight during setup.
 	Concurrency int `json:"concurrency"`
 	// MissTimeout: a change a client has not seen this long after its

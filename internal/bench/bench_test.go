@@ -14,6 +14,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -138,13 +139,14 @@ func TestSmallRun(t *testing.T) {
 	}
 }
 
-// TestSmallRunNoPods runs the tiny workload with NoPods: setup writes
-// only namespaces, nodes, Services and slices, the cluster holds no Pod,
-// and the endpoints that only slices describe (node and zone, no
-// targetRef) reach every client as HEALTHY, at convergence and in churn.
+// TestSmallRunNoPods runs the tiny workload with NoPods and Headless:
+// setup writes only namespaces, nodes, Services and slices, the cluster
+// holds no Pod, and the endpoints that only slices describe (node and
+// zone, no targetRef) of Services without a cluster IP reach every
+// client as HEALTHY, at convergence and in churn.
 func TestSmallRunNoPods(t *testing.T) {
 	cfg := smallConfig(5, "nopods")
-	cfg.NoPods = true
+	cfg.NoPods, cfg.Headless = true, true
 	res, log := runSmall(t, cfg)
 	// 2 namespaces + 3 nodes + 5 services + 5 slices.
 	if want := int64(2 + 3 + 5 + 5); res.Setup.Writes != want || newWorkload(nil, &cfg).setupWrites() != want {
@@ -172,8 +174,8 @@ func TestSmallRunNoPods(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range svcs.Items {
-			if s.Spec.Selector != nil {
-				t.Errorf("service %s/%s selects %v, want no selector", ns, s.Name, s.Spec.Selector)
+			if s.Spec.Selector != nil || s.Spec.ClusterIP != corev1.ClusterIPNone {
+				t.Errorf("service %s/%s selects %v, cluster IP %q, want no selector, headless", ns, s.Name, s.Spec.Selector, s.Spec.ClusterIP)
 			}
 		}
 		slices, err := env.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})

@@ -241,8 +241,13 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // WriteSummary prints a small table of the figures.
 func (r *Result) WriteSummary(out io.Writer) {
 	c := r.Config
-	if c.NoPods {
+	switch {
+	case c.NoPods && c.Headless:
+		fmt.Fprintln(out, "no Pods: endpoints from slices alone (selector-less headless Services, endpoints without targetRef)")
+	case c.NoPods:
 		fmt.Fprintln(out, "no Pods: endpoints from slices alone (selector-less Services, endpoints without targetRef)")
+	case c.Headless:
+		fmt.Fprintln(out, "headless Services (no cluster IP)")
 	}
 	if c.Soak > 0 {
 		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; a %s soak at %g changes/s\n",

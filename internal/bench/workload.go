@@ -226,7 +226,8 @@ func (w *workload) createSlice(ctx context.Context, svc *service, eps []discover
 }
 
 // createService writes svc, selecting its Pods; with NoPods it selects
-// none, as a Service whose slices someone else manages.
+// none, as a Service whose slices someone else manages. With Headless it
+// asks for no cluster IP.
 func (w *workload) createService(ctx context.Context, svc *service) error {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svc.name, Namespace: svc.ns},
@@ -238,6 +239,9 @@ func (w *workload) createService(ctx context.Context, svc *service) error {
 	}
 	if !w.cfg.NoPods {
 		s.Spec.Selector = map[string]string{"app": svc.name}
+	}
+	if w.cfg.Headless {
+		s.Spec.ClusterIP = corev1.ClusterIPNone
 	}
 	err := w.retried(ctx, func(retry bool) error {
 		_, err := w.client.CoreV1().Services(svc.ns).Create(ctx, s, metav1.CreateOptions{})
