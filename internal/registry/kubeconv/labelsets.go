@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -79,7 +80,7 @@ type podEndpointLabels struct {
 // it.
 func endpointLabels(p *PodInfo, l model.Locality) map[string]string {
 	if p == nil {
-		return mergeLabels(nil, l)
+		return localityLabels.get(l)
 	}
 	if m := p.endpointLabels.Load(); m != nil && m.locality == l {
 		return m.set.labelsOrNil()
@@ -118,4 +119,36 @@ func mergeLabels(podLabels map[string]string, l model.Locality) map[string]strin
 		out[subzoneNodeLabel] = l.Subzone
 	}
 	return out
+}
+
+// localityLabels holds the endpoint labels of endpoints without a Pod (a
+// selector-less Service's hand-written slices, a Pod not cached yet): the
+// locality's labels alone, one map per locality. It holds them strongly,
+// unlike endpointLabelSets, because nothing else would keep them alive
+// and a cluster has few localities; past maxLocalityLabels (localities
+// no real cluster has) a map is made per call, as before.
+var localityLabels = &localityLabelMaps{maps: map[model.Locality]map[string]string{}}
+
+const maxLocalityLabels = 4096
+
+type localityLabelMaps struct {
+	mu   sync.Mutex // guards maps
+	maps map[model.Locality]map[string]string
+}
+
+// get returns the shared, immutable labels of locality l; nil for none.
+func (t *localityLabelMaps) get(l model.Locality) map[string]string {
+	if l == (model.Locality{}) {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m, ok := t.maps[l]; ok {
+		return m
+	}
+	m := mergeLabels(nil, l)
+	if len(t.maps) < maxLocalityLabels {
+		t.maps[l] = m
+	}
+	return m
 }

@@ -58,3 +58,48 @@ func TestEndpointLabelsSharedByAWorkload(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointLabelsWithoutPodSharedByLocality: endpoints without a Pod
+// (a selector-less Service's slices) carry their locality's labels, one
+// map per locality, and none when the locality is unknown.
+func TestEndpointLabelsWithoutPodSharedByLocality(t *testing.T) {
+	nodes := map[string]*corev1.Node{
+		"n1": cvNode("n1", map[string]string{cvLabelRegion: "r", cvLabelZone: "z1"}),
+		"n2": cvNode("n2", map[string]string{cvLabelRegion: "r", cvLabelZone: "z2"}),
+	}
+	var eps []discoveryv1.Endpoint
+	for i, node := range []string{"n1", "n1", "n2", ""} {
+		ep := cvEndpoint(nil, true, fmt.Sprintf("10.0.1.%d", i+1))
+		if node != "" {
+			ep.NodeName = new(node)
+		}
+		eps = append(eps, ep)
+	}
+	slice := cvSlice("s", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{cvPort(new("http"), 8080)}, eps...)
+	svc := cvService(model.Port{Name: "http", Port: 80})
+	lookup := kubeconv.EndpointLookup{Node: func(name string) *corev1.Node { return nodes[name] }}
+	mapOf := func(ep *model.Endpoint) uintptr { return uintptr(reflect.ValueOf(ep.Labels).UnsafePointer()) }
+
+	first := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, lookup)
+	if len(first) != 4 {
+		t.Fatalf("got %d endpoints, want 4", len(first))
+	}
+	if want := map[string]string{cvLabelRegion: "r", cvLabelZone: "z1"}; !reflect.DeepEqual(first[0].Labels, want) {
+		t.Errorf("labels = %v, want %v", first[0].Labels, want)
+	}
+	if mapOf(first[0]) != mapOf(first[1]) {
+		t.Error("two endpoints in one zone hold two maps")
+	}
+	if mapOf(first[0]) == mapOf(first[2]) {
+		t.Error("another zone shares the map")
+	}
+	if first[3].Labels != nil {
+		t.Errorf("an endpoint of no known locality has labels %v", first[3].Labels)
+	}
+	again := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, lookup)
+	for i := range 3 {
+		if mapOf(again[i]) != mapOf(first[i]) {
+			t.Errorf("endpoint %d: a rebuild made a new map", i)
+		}
+	}
+}
