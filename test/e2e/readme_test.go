@@ -76,18 +76,19 @@ const meshbenchNotRun = "a full meshbench run starts its own API server and writ
 
 // readmeNotRun are the README commands that no test runs, and why.
 var readmeNotRun = map[string]string{
-	"docker build -t meshpilot/meshpilot:latest .":                                                                                             "needs a Docker engine, which neither the developers' machines nor CI have",
-	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms":                                                                            meshbenchNotRun,
-	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false":                              meshbenchNotRun,
-	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500":                                                                      meshbenchNotRun,
-	"go run ./cmd/meshbench --services 10000 --endpoints 10 --clients 1000 --per-client 10 --rate 20 --changes 200 --namespaces 50 --nodes 30": meshbenchNotRun,
-	"go run ./cmd/meshbench --traffic-rules":                                                                                                   meshbenchNotRun,
-	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500 --clusters 2":                                                         meshbenchNotRun,
-	"go run ./cmd/meshbench --replicas 3 --clients 300 --changes 0 --plot docs/replica-balance.svg":                                            meshbenchNotRun,
-	"go run ./cmd/meshbench --soak 30m --plot docs/soak.svg":                                                                                   meshbenchNotRun,
-	"go run ./cmd/meshbench --clients 10000":                                                                                                   meshbenchNotRun,
-	"go run ./cmd/meshbench idle --runs 3":                                                                                                     "starts its own API server and meshpilot three times, each with a settle pause; internal/bench's TestIdle runs the same code twice against the package's API server",
-	"go run ./cmd/meshbench plot-rss --out docs/rss-services.svg s1000.json s3000.json s10000.json":                                            "reads the --json results of three large meshbench runs, which no test makes; internal/bench's TestRSSPlot draws and checks a plot from results it writes",
+	"docker build -t meshpilot/meshpilot:latest .":                                                                                                                       "needs a Docker engine, which neither the developers' machines nor CI have",
+	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms":                                                                                                      meshbenchNotRun,
+	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false":                                                        meshbenchNotRun,
+	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500":                                                                                                meshbenchNotRun,
+	"go run ./cmd/meshbench --services 10000 --endpoints 10 --clients 1000 --per-client 10 --rate 20 --changes 200 --namespaces 50 --nodes 30":                           meshbenchNotRun,
+	"go run ./cmd/meshbench --traffic-rules":                                                                                                                             meshbenchNotRun,
+	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500 --clusters 2":                                                                                   meshbenchNotRun,
+	"go run ./cmd/meshbench --replicas 3 --clients 300 --changes 0 --plot docs/replica-balance.svg":                                                                      meshbenchNotRun,
+	"go run ./cmd/meshbench --soak 30m --plot docs/soak.svg":                                                                                                             meshbenchNotRun,
+	"go run ./cmd/meshbench --clients 10000":                                                                                                                             meshbenchNotRun,
+	"go run ./cmd/meshbench --pods=false --headless --services 50000 --endpoints 10 --clients 1000 --per-client 10 --rate 20 --changes 200 --namespaces 250 --nodes 150": meshbenchNotRun,
+	"go run ./cmd/meshbench idle --runs 3":                                                                                                                               "starts its own API server and meshpilot three times, each with a settle pause; internal/bench's TestIdle runs the same code twice against the package's API server",
+	"go run ./cmd/meshbench plot-rss --out docs/rss-services.svg s1000.json s3000.json s10000.json":                                                                      "reads the --json results of three large meshbench runs, which no test makes; internal/bench's TestRSSPlot draws and checks a plot from results it writes",
 }
 
 // TestEveryReadmeCommandIsTested fails on a README command that no test
