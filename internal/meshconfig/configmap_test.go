@@ -63,6 +63,9 @@ func TestConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitAttempts(t, w, -1)
+	// The watcher puts a config in force before it calls the handlers, so
+	// the deletion's event may still be on its way.
+	poll(t, "the deletion's change event", func() bool { return events.Load() >= 3 })
 	if n := events.Load(); n != 3 {
 		t.Errorf("%d change events, want 3 (attempts 1, 0, the defaults)", n)
 	}
