@@ -18,9 +18,9 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
-// streamCostServerEnv makes the test binary a bare xDS server for
-// TestStreamCost (TestStreamCostServer), so that what the clients
-// hold does not count as the server's.
+// streamCostServerEnv makes TestStreamCost, run again in a process of
+// its own, the bare xDS server it measures (serveStreamCost), so that
+// what the clients hold does not count as the server's.
 const streamCostServerEnv = "MESHPILOT_STREAM_COST_SERVER"
 
 // serverCost is what the server process holds at one moment.
@@ -29,13 +29,10 @@ type serverCost struct {
 	heap, stack         int64 // live heap after GC, goroutine stacks in use
 }
 
-// TestStreamCostServer serves xDS for TestStreamCost: it prints its
-// address, then answers each line "measure" on stdin with its figures,
-// until stdin closes.
-func TestStreamCostServer(t *testing.T) {
-	if os.Getenv(streamCostServerEnv) == "" {
-		t.Skip("run by TestStreamCost")
-	}
+// serveStreamCost serves xDS for TestStreamCost: it prints its address,
+// then answers each line "measure" on stdin with its figures, until
+// stdin closes.
+func serveStreamCost(t *testing.T) {
 	ts := startServer(t, baseStore())
 	fmt.Printf("addr %s\n", ts.addr)
 	in := bufio.NewScanner(os.Stdin)
@@ -48,7 +45,7 @@ func TestStreamCostServer(t *testing.T) {
 	}
 }
 
-// costServer is TestStreamCostServer run as a process of its own.
+// costServer is serveStreamCost run as a process of its own.
 type costServer struct {
 	addr string
 	in   io.WriteCloser
@@ -57,7 +54,7 @@ type costServer struct {
 
 func startCostServer(t *testing.T) *costServer {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStreamCostServer$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStreamCost$")
 	cmd.Env = append(os.Environ(), streamCostServerEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -161,6 +158,10 @@ func openCostStreams(t *testing.T, ctx context.Context, cc *grpc.ClientConn, fir
 // go-control-plane's two goroutines (its handler and its receiver) and
 // no more: the send timeout runs none while it waits.
 func TestStreamCost(t *testing.T) {
+	if os.Getenv(streamCostServerEnv) != "" {
+		serveStreamCost(t)
+		return
+	}
 	const (
 		conns, perConn = 10, 100 // grpc-go clients open 100 streams per connection at most
 		streams        = conns * perConn
