@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 )
 
 var setupRuns atomic.Int64
@@ -34,7 +36,7 @@ func BenchmarkSetup(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 
-	before := heapInUse()
+	before := int64(liveheap.AfterGC())
 	meter := newCPUMeter()
 	start := meter.lap()
 	b.ResetTimer()
@@ -44,7 +46,7 @@ func BenchmarkSetup(b *testing.B) {
 	}
 	b.StopTimer()
 	procs := meter.lap()
-	held := heapInUse() - before
+	held := int64(liveheap.AfterGC()) - before
 	runtime.KeepAlive(w)
 
 	if n := w.writes.Load(); n != w.setupWrites() {
@@ -64,12 +66,4 @@ func BenchmarkSetup(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(held)/float64(b.N), "held-B/service")
-}
-
-// heapInUse is the live heap after a collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
 }

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
@@ -57,9 +58,9 @@ func BenchmarkIndexesHeap(b *testing.B) {
 	pods, slices := benchObjects()
 	var held uint64
 	for range b.N {
-		before := heapInUse()
+		before := liveheap.AfterGC()
 		idx, byIP := fillBenchIndexes(b, pods, slices)
-		after := heapInUse()
+		after := liveheap.AfterGC()
 		runtime.KeepAlive(idx)
 		runtime.KeepAlive(byIP)
 		held = after - before
@@ -79,13 +80,6 @@ func BenchmarkPodByIP(b *testing.B) {
 			b.Fatalf("no pod for %s", ip)
 		}
 	}
-}
-
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // fillBenchIndexes fills what the informers of one scope keep: the

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
@@ -32,13 +33,6 @@ const (
 	memNamespaces = 100
 	memNodes      = 100
 )
-
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
 
 // memManaged is a managedFields entry as the API server writes one.
 func memManaged(manager string) []metav1.ManagedFieldsEntry {
@@ -211,11 +205,11 @@ func BenchmarkCachedBytes(b *testing.B) {
 				held := make([]any, kind.n)
 				for b.Loop() {
 					clear(held)
-					before := heapInUse()
+					before := liveheap.AfterGC()
 					for i := range held {
 						held[i] = tr.transform(kind.decode(b, i))
 					}
-					after := heapInUse()
+					after := liveheap.AfterGC()
 					b.ReportMetric(float64(after-before)/float64(kind.n), "B/object")
 				}
 				runtime.KeepAlive(held)
@@ -268,13 +262,13 @@ func BenchmarkModelBytes(b *testing.B) {
 	var store *model.Store
 	for b.Loop() {
 		store = nil
-		before := heapInUse()
+		before := liveheap.AfterGC()
 		store = model.NewStore()
 		for i, s := range objs.services {
 			svc := kubeconv.ConvertService(s, model.DefaultDomainSuffix)
 			store.Update(svc, kubeconv.BuildEndpoints(svc, objs.slices[i], lookup))
 		}
-		after := heapInUse()
+		after := liveheap.AfterGC()
 		if _, eps := store.Len(); eps != memServices*memEndpoints {
 			b.Fatalf("%d endpoints, want %d", eps, memServices*memEndpoints)
 		}
