@@ -1,5 +1,5 @@
 // Package examples bundles meshpilot's example manifests into the binary,
-// so that "meshpilot demo" works from any folder.
+// so that meshpilot-demo works from any folder.
 package examples
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/meshpilot/meshpilot/internal/cli"
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
@@ -132,7 +133,7 @@ logged with its source and field while the last good one stays in force.
 }
 
 func runServe(cmd *cobra.Command, f serveFlags) error {
-	log := logger(cmd)
+	log := cli.Logger(cmd)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	// Once the first signal starts the drain, a second one ends the

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
-
-	"k8s.io/klog/v2"
 )
 
 func TestVersion(t *testing.T) {
@@ -62,52 +58,6 @@ func TestFlagErrors(t *testing.T) {
 		if code != 1 || errb.String() != want {
 			t.Errorf("%v: exit %d, stderr %q, want %q", args, code, errb.String(), want)
 		}
-	}
-}
-
-func TestNewLogger(t *testing.T) {
-	var b strings.Builder
-	log, err := newLogger(&b, "json", "warn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Info("hidden")
-	log.Warn("shown", "k", "v")
-	if got := b.String(); !strings.HasPrefix(got, `{"time":`) || !strings.Contains(got, `"level":"WARN","msg":"shown","k":"v"}`) || strings.Contains(got, "hidden") {
-		t.Errorf("log output %q", got)
-	}
-	b.Reset()
-	log, err = newLogger(&b, "text", "debug")
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Debug("detail")
-	if !strings.Contains(b.String(), "level=DEBUG msg=detail") {
-		t.Errorf("log output %q", b.String())
-	}
-}
-
-func TestKlogGoesThroughSlog(t *testing.T) {
-	var b strings.Builder
-	if _, err := setupLogging(&b, "json", "info"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, nil))) })
-	klog.InfoS("from client-go", "k", "v")
-	klog.V(2).InfoS("too detailed")
-	klog.Flush()
-	got := b.String()
-	if !strings.Contains(got, `"level":"INFO","msg":"from client-go","source":"client-go","k":"v"}`) || strings.Contains(got, "too detailed") {
-		t.Errorf("log output %q", got)
-	}
-	b.Reset()
-	if _, err := setupLogging(&b, "text", "debug"); err != nil {
-		t.Fatal(err)
-	}
-	klog.V(2).InfoS("detail")
-	klog.Flush()
-	if !strings.Contains(b.String(), `msg=detail source=client-go`) {
-		t.Errorf("log output %q", b.String())
 	}
 }
 

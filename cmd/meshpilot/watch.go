@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshpilot/meshpilot/internal/cli"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/watch"
 )
@@ -52,7 +53,7 @@ full object is not included.`,
 			if opts.Output != watch.Text && opts.Output != watch.JSON {
 				return cmd.FlagErrorFunc()(cmd, fmt.Errorf("invalid -o %q: use text or json", opts.Output))
 			}
-			log := logger(cmd)
+			log := cli.Logger(cmd)
 			loaded, err := kubeclient.LoadWithNamespace(kubeconfig)
 			if err != nil {
 				return err

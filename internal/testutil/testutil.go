@@ -1,5 +1,5 @@
 // Package testutil holds small helpers that several of meshpilot's test
-// packages share: the meshpilot binary built once per test process,
+// packages share: the meshpilot binaries built once per test process,
 // meshpilot run in-process, a buffer that is safe to read while a process
 // or logger writes to it, free loopback addresses and waiting on an HTTP
 // status.
@@ -29,32 +29,45 @@ import (
 // Wait bounds AwaitHTTP.
 var Wait = 30 * time.Second
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// built holds the binaries built so far in this test process, by command.
+var built sync.Map // command name -> *build
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // BuildMeshpilot builds cmd/meshpilot once per test process and returns the
 // binary's path. A failed build fails the test.
 func BuildMeshpilot(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "meshpilot-test-bin-")
+	return BuildCommand(t, "meshpilot")
+}
+
+// BuildCommand builds cmd/<name> of this repository once per test process
+// and returns the binary's path, named name. A failed build fails the
+// test.
+func BuildCommand(t testing.TB, name string) string {
+	t.Helper()
+	v, _ := built.LoadOrStore(name, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-test-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "meshpilot")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/meshpilot/meshpilot/cmd/meshpilot").CombinedOutput()
+		b.path = filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", b.path, "github.com/meshpilot/meshpilot/cmd/"+name).CombinedOutput()
 		if err != nil {
-			buildErr = errors.New(string(out))
+			b.err = errors.New(string(out))
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("building meshpilot: %v", buildErr)
+	if b.err != nil {
+		t.Fatalf("building %s: %v", name, b.err)
 	}
-	return binPath
+	return b.path
 }
 
 // Buffer collects output; it may be read while it is written.

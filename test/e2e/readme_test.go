@@ -56,7 +56,7 @@ type readmeFlow struct {
 }
 
 var readmeFlows = []readmeFlow{
-	{"the demo", []string{"go run ./cmd/meshpilot demo"}, runDemo},
+	{"the demo", []string{"go run ./cmd/meshpilot-demo"}, runDemo},
 	{"serve a folder", []string{"go run ./cmd/meshpilot serve --from examples/mesh --xds-addr 127.0.0.1:15010 --http-addr 127.0.0.1:15014"}, runServeFolder},
 	{"watch a cluster", []string{"go run ./cmd/meshpilot watch svc,endpointslices -A"}, runWatch},
 	{"serve a cluster to a client made with bootstrap", []string{

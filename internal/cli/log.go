@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// newLogger builds a logger writing to w in the given format ("text" or
+// NewLogger builds a logger writing to w in the given format ("text" or
 // "json") at the given level ("debug", "info", "warn" or "error").
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	switch strings.ToLower(level) {
 	case "debug":
@@ -38,12 +38,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 }
 
-// setupLogging builds the logger with newLogger, makes it slog's default
+// SetupLogging builds the logger with NewLogger, makes it slog's default
 // and sends everything client-go logs through klog to it, so that no line
 // comes out in klog's own format. At debug level, klog's verbosity is
 // raised to 2 so that client-go's more detailed messages show too.
-func setupLogging(w io.Writer, format, level string) (*slog.Logger, error) {
-	log, err := newLogger(w, format, level)
+func SetupLogging(w io.Writer, format, level string) (*slog.Logger, error) {
+	log, err := NewLogger(w, format, level)
 	if err != nil {
 		return nil, err
 	}

@@ -1,3 +1,8 @@
+// Command meshpilot-demo shows meshpilot at work with nothing else
+// installed: a small mesh served on this machine and a proxyless grpc-go
+// client whose traffic follows edits of the mesh's files. It is a binary
+// of its own so that grpc-go's xDS client, which only the demo needs, is
+// not linked into meshpilot.
 package main
 
 import (
@@ -5,16 +10,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshpilot/meshpilot/internal/cli"
 	"github.com/meshpilot/meshpilot/internal/demo"
 )
 
+func main() { cli.Main(newDemoCommand) }
+
 func newDemoCommand() *cobra.Command {
 	var o demo.Options
-	cmd := &cobra.Command{
-		Use:   "demo",
+	cmd := cli.NewRoot(&cobra.Command{
+		Use:   "meshpilot-demo",
 		Short: "Run a small mesh on this machine and watch traffic follow your edits",
-		Long: `demo shows meshpilot at work with nothing else installed. It copies the
-bundled example mesh (a service "greeter" with three endpoints on
+		Long: `meshpilot-demo shows meshpilot at work with nothing else installed. It
+copies the bundled example mesh (a service "greeter" with three endpoints on
 127.0.0.11-13) into a folder, serves it with meshpilot (file registry,
 loopback, free ports), starts a gRPC server for each endpoint and runs a
 proxyless grpc-go client against xds:///greeter.demo.svc.cluster.local:7070.
@@ -27,10 +35,10 @@ meshpilot's own log goes to stderr at level warn unless --log-level says
 otherwise, so that broken edits show and the rest stays quiet.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log := logger(cmd)
+			log := cli.Logger(cmd)
 			if !cmd.Flags().Changed("log-level") {
 				format, _ := cmd.Flags().GetString("log-format")
-				if l, err := newLogger(cmd.ErrOrStderr(), format, "warn"); err == nil {
+				if l, err := cli.NewLogger(cmd.ErrOrStderr(), format, "warn"); err == nil {
 					log = l
 				}
 			}
@@ -38,7 +46,7 @@ otherwise, so that broken edits show and the rest stays quiet.`,
 			o.Logger = log
 			return demo.Run(cmd.Context(), o)
 		},
-	}
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&o.Dir, "dir", "", "copy the example mesh into this new or empty folder and keep it (default: a temporary folder, removed at the end)")
 	fl.IntVar(&o.BackendPort, "backend-port", 0, "port of the demo's backends (default: the example's, 50051)")
