@@ -343,6 +343,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	res.SyncSeconds = time.Since(t0).Seconds()
+	res.metricsURL = "http://" + httpAddr + "/metrics"
 	logf("meshpilot ready in %.2fs", res.SyncSeconds)
 	if len(remotes) > 0 {
 		if err := remotes.await(ctx, "http://"+httpAddr+"/metrics", cfg.Clusters*cfg.Services*cfg.Endpoints, 2*time.Minute); err != nil {

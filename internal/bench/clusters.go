@@ -224,6 +224,21 @@ func gauge(ctx context.Context, client *http.Client, url, name string) (float64,
 // of its series (over every label value); a metric missing from the page
 // is an error.
 func scrape(ctx context.Context, client *http.Client, url string, names ...string) (map[string]float64, error) {
+	out, err := scrapePresent(ctx, client, url, names...)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if _, ok := out[name]; !ok {
+			return nil, fmt.Errorf("%s has no %s", url, name)
+		}
+	}
+	return out, nil
+}
+
+// scrapePresent is scrape leaving out, without an error, the metrics the
+// page lacks: an older meshpilot exports fewer.
+func scrapePresent(ctx context.Context, client *http.Client, url string, names ...string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -236,8 +251,19 @@ func scrape(ctx context.Context, client *http.Client, url string, names ...strin
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", url, resp.Status)
 	}
+	out, err := parseMetrics(resp.Body, names...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	return out, nil
+}
+
+// parseMetrics reads the named metrics from a Prometheus text page, each
+// the sum of its series; the page's other metrics, and names it lacks,
+// are left out.
+func parseMetrics(r io.Reader, names ...string) (map[string]float64, error) {
 	out := make(map[string]float64, len(names))
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -255,18 +281,13 @@ func scrape(ctx context.Context, client *http.Client, url string, names ...strin
 			}
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", url, name, err)
+				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			out[name] += v
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
-	}
-	for _, name := range names {
-		if _, ok := out[name]; !ok {
-			return nil, fmt.Errorf("%s has no %s", url, name)
-		}
 	}
 	return out, nil
 }

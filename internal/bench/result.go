@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -51,6 +52,9 @@ type Result struct {
 	// meter, when set, gives the setup and every phase the CPU time of
 	// each process of the run.
 	meter *cpuMeter
+	// metricsURL, when set, is meshpilot's /metrics, from which every
+	// phase reads its GoMemory.
+	metricsURL string
 }
 
 // Machine describes where the run happened.
@@ -178,6 +182,9 @@ type Phase struct {
 	// Processes are the CPU time and memory of every process of the run
 	// in this phase, meshpilot's among them.
 	Processes []ProcessUsage `json:"processes,omitempty"`
+	// GoMemory is meshpilot's Go runtime's breakdown of its memory at the
+	// phase's end; nil when its /metrics did not answer.
+	GoMemory *GoMemory `json:"go_memory,omitempty"`
 }
 
 // PeakUsage is a process's highest memory so far.
@@ -219,6 +226,12 @@ func (r *Result) snapshot(p *process, name string) {
 	r.Peak = PeakUsage{HWM: max(r.Peak.HWM, u.HWM), SampledRSS: peak.RSS, SampledAnon: peak.RSSAnon, SampledFile: peak.RSSFile}
 	if r.meter != nil {
 		ph.Processes = r.meter.lap()
+	}
+	if r.metricsURL != "" {
+		g, err := readGoMemory(context.Background(), r.metricsURL)
+		if err == nil {
+			ph.GoMemory = g
+		}
 	}
 	if n := len(r.Phases); n > 0 {
 		prev := r.Phases[n-1]
@@ -310,6 +323,7 @@ func (r *Result) WriteSummary(out io.Writer) {
 		fmt.Fprintf(out, "meshpilot's peak RSS: %.1f MiB (VmHWM); sampled every 100 ms %.1f MiB, anon %.1f + file %.1f\n",
 			mib(pk.HWM), mib(pk.SampledRSS), mib(pk.SampledAnon), mib(pk.SampledFile))
 	}
+	writeGoMemoryTable(out, r.Phases)
 	r.writeHarnessCPU(out)
 	writeProcessTable(out, r)
 	fmt.Fprintf(out, "\nxDS responses received: LDS %d, RDS %d, CDS %d, EDS %d (EDS %.1f MiB of resources)\n\n",

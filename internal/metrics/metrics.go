@@ -45,7 +45,10 @@
 //	audit_runs_total                       consistency audits run
 //	audit_relists_total{kind}              relists of a kind whose difference outlived two audits
 //
-// plus the Go runtime (go_*) and process (process_*) collectors.
+// plus the Go runtime (go_*) and process (process_*) collectors, the
+// runtime's with go_gc_heap_live_bytes (the heap the last collection
+// marked live), which tells the live heap from the garbage and headroom
+// that go_memstats_heap_inuse_bytes also counts.
 //
 // cluster is a cluster's ID: --cluster-id for the local cluster, the
 // remote Secret's key for a remote one.
@@ -53,6 +56,7 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,7 +134,8 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		m.pushes, m.nacks, m.convSent, m.convACKed, m.pushDuration,
 		m.dbEvents, m.dbPushes, m.dbMerged, m.informer,
-		collectors.NewGoCollector(),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.queue.register(m.registry)

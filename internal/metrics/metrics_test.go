@@ -75,6 +75,8 @@ func TestInstancesAreIndependent(t *testing.T) {
 		`meshpilot_push_duration_seconds_count 2`,
 		`meshpilot_informer_events_total{cluster="Kubernetes",event="add",kind="Service"} 1`,
 		`go_goroutines `,
+		`go_gc_heap_live_bytes `,
+		`go_memstats_heap_inuse_bytes `,
 		`process_cpu_seconds_total `,
 	} {
 		if !strings.Contains(body, want) {
