@@ -20,7 +20,12 @@ func newIdleCommand() *cobra.Command {
 them, runs meshpilot serve against it --runs times, one after the other, and
 once each is ready (/readyz) and has settled reads VmRSS, RssAnon (heap,
 stacks) and RssFile (mostly the binary's own pages) from /proc. It prints
-the binary's size and the medians.`,
+the binary's size and the medians.
+
+Without --meshpilot it builds cmd/meshpilot twice and measures both, in
+turn: with go build's defaults, as "go run" and "go build" do, and as the
+Dockerfile builds the image's binary (CGO_ENABLED=0, -trimpath,
+-ldflags "-s -w").`,
 		Example:       `  meshbench idle --runs 3 --json idle.json`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -43,8 +48,8 @@ the binary's size and the medians.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Meshpilot, "meshpilot", "", "meshpilot binary (default: go build ./cmd/meshpilot into a temporary folder)")
-	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "times meshpilot is started; figures are medians")
+	f.StringVar(&cfg.Meshpilot, "meshpilot", "", "measure this meshpilot binary alone (default: build ./cmd/meshpilot with go build's defaults and as the Dockerfile does, into a temporary folder, and measure both)")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "times each binary is started; figures are medians")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause after meshpilot is ready before /proc is read")
 	f.StringVar(&jsonPath, "json", "", "write the figures as JSON to this file")
 	return cmd

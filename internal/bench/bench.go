@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	} else {
 		logf("building meshpilot")
-		if bin, err = buildMeshpilot(ctx, workDir); err != nil {
+		if bin, err = buildMeshpilot(ctx, workDir, goBuild); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,10 +17,11 @@ import (
 
 // IdleConfig says how to measure an idle meshpilot.
 type IdleConfig struct {
-	// Meshpilot is the binary; empty builds cmd/meshpilot with go build's
-	// default flags, as the README does.
+	// Meshpilot is the binary; empty builds cmd/meshpilot twice, with go
+	// build's default flags, as the README does, and as the Dockerfile
+	// builds the image's binary, and measures both.
 	Meshpilot string
-	// Runs is how many times meshpilot is started; the figures are the
+	// Runs is how many times each binary is started; the figures are the
 	// medians over the runs.
 	Runs int
 	// Settle is the pause after /readyz answers 200 before /proc is read,
@@ -32,8 +34,17 @@ type IdleConfig struct {
 }
 
 // IdleResult is the footprint of `meshpilot serve` against an empty
-// cluster: medians over the runs, and each run.
+// cluster, for each binary measured.
 type IdleResult struct {
+	Builds []IdleBuild `json:"builds"`
+}
+
+// IdleBuild is one binary's footprint: medians over the runs, and each
+// run.
+type IdleBuild struct {
+	// Build is "go build", "release" (the Dockerfile's flags) or "given"
+	// (IdleConfig.Meshpilot).
+	Build       string  `json:"build"`
 	Meshpilot   string  `json:"meshpilot"`
 	BinaryBytes int64   `json:"binary_bytes"`
 	Median      Usage   `json:"median"`
@@ -41,12 +52,14 @@ type IdleResult struct {
 }
 
 // Idle starts one API server with nothing written to it, then runs
-// `meshpilot serve` against it cfg.Runs times, one at a time, and reads
-// VmRSS, RssAnon and RssFile once each run is ready and has settled.
-// Before each run the binary's pages leave the page cache, so that every
-// run starts as a container's first does: how many of its pages a process
-// maps (RssFile) depends on how the page cache holds the file, and a file
-// just written is held otherwise than one read from disk.
+// `meshpilot serve` of each binary against it cfg.Runs times, one process
+// at a time and the binaries in turn, so that a slower spell of the
+// machine falls on all of them, and reads VmRSS, RssAnon and RssFile once
+// each run is ready and has settled. Before each run the binary's pages
+// leave the page cache, so that every run starts as a container's first
+// does: how many of its pages a process maps (RssFile) depends on how the
+// page cache holds the file, and a file just written is held otherwise
+// than one read from disk.
 func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 	logf := func(format string, args ...any) {
 		if cfg.Log != nil {
@@ -58,18 +71,30 @@ func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(workDir)
-	bin := cfg.Meshpilot
-	if bin == "" {
-		logf("building meshpilot")
-		if bin, err = buildMeshpilot(ctx, workDir); err != nil {
-			return nil, err
+	res := &IdleResult{}
+	if cfg.Meshpilot != "" {
+		res.Builds = []IdleBuild{{Build: "given", Meshpilot: cfg.Meshpilot}}
+	} else {
+		for i, b := range []meshpilotBuild{goBuild, releaseBuild} {
+			logf("building meshpilot (%s)", b.name)
+			dir := filepath.Join(workDir, fmt.Sprint("build-", i))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				return nil, err
+			}
+			bin, err := buildMeshpilot(ctx, dir, b)
+			if err != nil {
+				return nil, err
+			}
+			res.Builds = append(res.Builds, IdleBuild{Build: b.name, Meshpilot: bin})
 		}
 	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		return nil, fmt.Errorf("the meshpilot binary: %w", err)
+	for i := range res.Builds {
+		st, err := os.Stat(res.Builds[i].Meshpilot)
+		if err != nil {
+			return nil, fmt.Errorf("the meshpilot binary: %w", err)
+		}
+		res.Builds[i].BinaryBytes = st.Size()
 	}
-	res := &IdleResult{Meshpilot: bin, BinaryBytes: st.Size()}
 
 	env := cfg.Env
 	if env == nil {
@@ -81,18 +106,24 @@ func Idle(ctx context.Context, cfg IdleConfig) (*IdleResult, error) {
 	}
 
 	for i := range max(cfg.Runs, 1) {
-		u, err := idleRun(ctx, bin, env.Kubeconfig, filepath.Join(workDir, fmt.Sprintf("meshpilot-%d.log", i)), cfg.Settle)
-		if err != nil {
-			return nil, err
+		for j := range res.Builds {
+			b := &res.Builds[j]
+			u, err := idleRun(ctx, b.Meshpilot, env.Kubeconfig, filepath.Join(workDir, fmt.Sprintf("meshpilot-%d-%d.log", j, i)), cfg.Settle)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", b.Build, err)
+			}
+			logf("run %d, %s: VmRSS %.1f MiB (anon %.1f, file %.1f)", i+1, b.Build, mib(u.RSS), mib(u.RSSAnon), mib(u.RSSFile))
+			b.Runs = append(b.Runs, u)
 		}
-		logf("run %d: VmRSS %.1f MiB (anon %.1f, file %.1f)", i+1, mib(u.RSS), mib(u.RSSAnon), mib(u.RSSFile))
-		res.Runs = append(res.Runs, u)
 	}
-	res.Median = Usage{
-		RSS:     medianOf(res.Runs, func(u Usage) int64 { return u.RSS }),
-		HWM:     medianOf(res.Runs, func(u Usage) int64 { return u.HWM }),
-		RSSAnon: medianOf(res.Runs, func(u Usage) int64 { return u.RSSAnon }),
-		RSSFile: medianOf(res.Runs, func(u Usage) int64 { return u.RSSFile }),
+	for i := range res.Builds {
+		b := &res.Builds[i]
+		b.Median = Usage{
+			RSS:     medianOf(b.Runs, func(u Usage) int64 { return u.RSS }),
+			HWM:     medianOf(b.Runs, func(u Usage) int64 { return u.HWM }),
+			RSSAnon: medianOf(b.Runs, func(u Usage) int64 { return u.RSSAnon }),
+			RSSFile: medianOf(b.Runs, func(u Usage) int64 { return u.RSSFile }),
+		}
 	}
 	return res, nil
 }
@@ -156,9 +187,13 @@ func medianOf(runs []Usage, field func(Usage) int64) int64 {
 	return v[len(v)/2]
 }
 
-// WriteSummary prints the medians and the binary's size.
+// WriteSummary prints a row per binary: its size and the medians.
 func (r *IdleResult) WriteSummary(w io.Writer) {
-	fmt.Fprintf(w, "binary      %s: %.1f MiB (%d bytes)\n", r.Meshpilot, mib(r.BinaryBytes), r.BinaryBytes)
-	fmt.Fprintf(w, "idle serve  median of %d: VmRSS %.1f MiB = RssAnon %.1f + RssFile %.1f (VmHWM %.1f)\n",
-		len(r.Runs), mib(r.Median.RSS), mib(r.Median.RSSAnon), mib(r.Median.RSSFile), mib(r.Median.HWM))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "build\tbinary bytes\tMiB\tidle VmRSS MiB\tRssAnon\tRssFile\tVmHWM\truns\t")
+	for _, b := range r.Builds {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t\n",
+			b.Build, b.BinaryBytes, mib(b.BinaryBytes), mib(b.Median.RSS), mib(b.Median.RSSAnon), mib(b.Median.RSSFile), mib(b.Median.HWM), len(b.Runs))
+	}
+	tw.Flush()
 }

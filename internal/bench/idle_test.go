@@ -46,27 +46,53 @@ func TestDropPageCache(t *testing.T) {
 }
 
 // TestIdle runs `meshbench idle` once against the package's API server:
-// the binary is built, serve becomes ready, and its memory is read.
+// both builds are made, serve becomes ready twice from each, and its
+// memory is read; the summary has a row per build.
 func TestIdle(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
 	res, err := Idle(ctx, IdleConfig{Runs: 2, Settle: 100 * time.Millisecond, Log: &log, Env: env})
 	if err != nil {
 		t.Fatalf("idle: %v\n%s", err, log.String())
 	}
-	if res.BinaryBytes < 1<<20 || len(res.Runs) != 2 {
-		t.Fatalf("binary of %d bytes and %d runs, want a built binary and 2 runs", res.BinaryBytes, len(res.Runs))
+	if len(res.Builds) != 2 || res.Builds[0].Build != goBuild.name || res.Builds[1].Build != releaseBuild.name {
+		t.Fatalf("builds %+v, want go build's and the release build", res.Builds)
 	}
-	for i, u := range res.Runs {
-		if u.RSSAnon <= 0 || u.RSSFile <= 0 || u.RSS < u.RSSAnon+u.RSSFile || u.HWM < u.RSS {
-			t.Errorf("run %d: %+v, want anon and file RSS that add up to at most VmRSS (which adds shared memory), and a peak at least VmRSS", i+1, u)
+	for _, b := range res.Builds {
+		if b.BinaryBytes < 1<<20 || len(b.Runs) != 2 {
+			t.Fatalf("%s: binary of %d bytes and %d runs, want a built binary and 2 runs", b.Build, b.BinaryBytes, len(b.Runs))
+		}
+		for i, u := range b.Runs {
+			if u.RSSAnon <= 0 || u.RSSFile <= 0 || u.RSS < u.RSSAnon+u.RSSFile || u.HWM < u.RSS {
+				t.Errorf("%s run %d: %+v, want anon and file RSS that add up to at most VmRSS (which adds shared memory), and a peak at least VmRSS", b.Build, i+1, u)
+			}
+		}
+		if m := b.Median.RSS; m < min(b.Runs[0].RSS, b.Runs[1].RSS) || m > max(b.Runs[0].RSS, b.Runs[1].RSS) {
+			t.Errorf("%s: median VmRSS %d outside the runs' %d and %d", b.Build, m, b.Runs[0].RSS, b.Runs[1].RSS)
+		}
+		if !strings.Contains(log.String(), "run 2, "+b.Build+": VmRSS") {
+			t.Errorf("no progress line for each run of %s:\n%s", b.Build, log.String())
 		}
 	}
-	if m := res.Median.RSS; m < min(res.Runs[0].RSS, res.Runs[1].RSS) || m > max(res.Runs[0].RSS, res.Runs[1].RSS) {
-		t.Errorf("median VmRSS %d outside the runs' %d and %d", m, res.Runs[0].RSS, res.Runs[1].RSS)
+	// Without symbols and DWARF the release binary is the smaller.
+	if r, g := res.Builds[1].BinaryBytes, res.Builds[0].BinaryBytes; r >= g {
+		t.Errorf("release binary of %d bytes, go build's %d: want it smaller", r, g)
 	}
-	if !strings.Contains(log.String(), "run 2: VmRSS") {
-		t.Errorf("no progress line for each run:\n%s", log.String())
+	var sum strings.Builder
+	res.WriteSummary(&sum)
+	lines := strings.Split(strings.TrimSuffix(sum.String(), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(strings.TrimSpace(lines[1]), goBuild.name+" ") ||
+		!strings.HasPrefix(strings.TrimSpace(lines[2]), releaseBuild.name+" ") {
+		t.Errorf("summary, want a header and a row per build:\n%s", sum.String())
+	}
+}
+
+// TestIdleGivenBinary: with a binary given, only it is measured, and a
+// missing one is an error before anything starts.
+func TestIdleGivenBinary(t *testing.T) {
+	_, err := Idle(t.Context(), IdleConfig{Meshpilot: filepath.Join(t.TempDir(), "missing"), Env: env})
+	if err == nil || !strings.Contains(err.Error(), "the meshpilot binary") {
+		t.Fatalf("error %v, want one about the meshpilot binary", err)
 	}
 }

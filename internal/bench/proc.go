@@ -22,18 +22,6 @@ import (
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// buildMeshpilot builds cmd/meshpilot of the module in the current folder
-// into dir.
-func buildMeshpilot(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "meshpilot")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/meshpilot/meshpilot/cmd/meshpilot")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building meshpilot (run from the meshpilot repository, or pass --meshpilot): %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // freeAddr returns a loopback address whose port is free right now.
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
