@@ -3,7 +3,6 @@ package crd
 import (
 	"context"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,12 +12,11 @@ import (
 	"github.com/meshpilot/meshpilot/internal/kubeapi"
 )
 
-// crdGroupOptions is apiextensions.k8s.io/v1, of which the registry reads
-// CustomResourceDefinitions alone.
+// crdGroupOptions is apiextensions.k8s.io/v1 read as JSON into crdObject
+// (see there why not as protobuf into apiextensions' own types).
 var crdGroupOptions = kubeapi.GroupOptions{
-	GroupVersion: apiextensionsv1.SchemeGroupVersion,
-	AddToScheme:  apiextensionsv1.AddToScheme,
-	Protobuf:     true,
+	GroupVersion: crdGroupVersion,
+	AddToScheme:  addCRDToScheme,
 }
 
 // newCRDInformer watches one CustomResourceDefinition by name. A field
@@ -27,10 +25,7 @@ var crdGroupOptions = kubeapi.GroupOptions{
 // four informers together cost four tiny watches.
 func newCRDInformer(client *kubeapi.Group, name string) (cache.SharedIndexInformer, error) {
 	crds := kubeapi.NewResource(client, "customresourcedefinitions", "",
-		func() *apiextensionsv1.CustomResourceDefinition { return &apiextensionsv1.CustomResourceDefinition{} },
-		func() *apiextensionsv1.CustomResourceDefinitionList {
-			return &apiextensionsv1.CustomResourceDefinitionList{}
-		})
+		func() *crdObject { return &crdObject{} }, func() *crdObjectList { return &crdObjectList{} })
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -42,43 +37,41 @@ func newCRDInformer(client *kubeapi.Group, name string) (cache.SharedIndexInform
 			return crds.Watch(ctx, o)
 		},
 	}, client)
-	inf := cache.NewSharedIndexInformer(lw, &apiextensionsv1.CustomResourceDefinition{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(lw, &crdObject{}, 0, cache.Indexers{})
 	if err := inf.SetTransform(stripCRD); err != nil {
 		return nil, err
 	}
 	return inf, nil
 }
 
-// stripCRD keeps of a CRD what crdServes reads: Istio's CRDs carry
-// OpenAPI schemas of hundreds of kilobytes that would otherwise stay
-// cached for the life of the process. It builds a new object, so it is
-// idempotent, and passes anything else (tombstones) through.
+// stripCRD keeps of a CRD's metadata what the informer needs: a CRD
+// applied with kubectl carries the whole CRD, schemas included, in its
+// last-applied annotation, and its managed fields, which would otherwise
+// stay cached for the life of the process. It builds a new object, so it
+// is idempotent, and passes anything else (tombstones) through.
 func stripCRD(obj any) (any, error) {
-	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	crd, ok := obj.(*crdObject)
 	if !ok || crd == nil {
 		return obj, nil
 	}
-	out := &apiextensionsv1.CustomResourceDefinition{
+	return &crdObject{
 		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID, ResourceVersion: crd.ResourceVersion},
-		Status:     apiextensionsv1.CustomResourceDefinitionStatus{Conditions: crd.Status.Conditions},
-	}
-	for _, v := range crd.Spec.Versions {
-		out.Spec.Versions = append(out.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served})
-	}
-	return out, nil
+		Spec:       crd.Spec,
+		Status:     crd.Status,
+	}, nil
 }
 
 // crdServes reports whether a CRD is Established and serves Version: only
 // then can an informer list its objects. Istio releases before 1.22 served
 // networking.istio.io without v1.
 func crdServes(obj any) bool {
-	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	crd, ok := obj.(*crdObject)
 	if !ok {
 		return false
 	}
 	established := false
 	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+		if c.Type == crdEstablished && c.Status == crdConditionOn {
 			established = true
 		}
 	}

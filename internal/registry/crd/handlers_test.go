@@ -1,10 +1,15 @@
 package crd
 
 import (
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -73,16 +78,22 @@ func TestHandlerSkipsNoOps(t *testing.T) {
 
 // TestCRDServes: only an Established CRD that serves v1 starts a kind.
 func TestCRDServes(t *testing.T) {
-	// Built through stripCRD, so the test also covers what it keeps.
+	// Read as the informer reads it (JSON of a whole CRD, decoded with the
+	// group's scheme, then stripCRD), so the test also covers what the
+	// narrow type and the transform keep.
+	decode := crdDecoder(t)
 	crd := func(established bool, versions ...apiextensionsv1.CustomResourceDefinitionVersion) any {
-		c := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "destinationrules." + Group}}
+		c := &apiextensionsv1.CustomResourceDefinition{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+			ObjectMeta: metav1.ObjectMeta{Name: "destinationrules." + Group},
+		}
 		c.Spec.Versions = versions
 		status := apiextensionsv1.ConditionFalse
 		if established {
 			status = apiextensionsv1.ConditionTrue
 		}
 		c.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: status}}
-		out, err := stripCRD(c)
+		out, err := stripCRD(decode(c))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +118,72 @@ func TestCRDServes(t *testing.T) {
 			t.Errorf("%s: crdServes = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if c := crd(true, v("v1", true)).(*apiextensionsv1.CustomResourceDefinition); c.Spec.Versions[0].Schema != nil {
-		t.Error("stripCRD kept the schema")
+}
+
+// TestCRDRead: of a whole CRD as kubectl applies it (schemas, names,
+// conditions of other types, the last-applied annotation, managed
+// fields), the informer keeps its name, UID, resourceVersion, served
+// versions and conditions alone.
+func TestCRDRead(t *testing.T) {
+	c := &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "destinationrules." + Group, UID: "u1", ResourceVersion: "7",
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 1<<16)},
+			Labels:        map[string]string{"app": "istio-pilot"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "destinationrules", Kind: "DestinationRule"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1alpha3", Served: true, Schema: &apiextensionsv1.CustomResourceValidation{
+					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Description: strings.Repeat("d", 1<<16)}}},
+				{Name: "v1", Served: true, Storage: true},
+			},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{Conditions: []apiextensionsv1.CustomResourceDefinitionCondition{
+			{Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionTrue, Message: "no conflicts found"},
+			{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue, Reason: "InitialNamesAccepted"},
+		}},
+	}
+	got, err := stripCRD(crdDecoder(t)(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &crdObject{
+		ObjectMeta: metav1.ObjectMeta{Name: "destinationrules." + Group, UID: "u1", ResourceVersion: "7"},
+		Spec:       crdSpec{Versions: []crdVersion{{Name: "v1alpha3", Served: true}, {Name: "v1", Served: true}}},
+		Status:     crdStatus{Conditions: []crdCondition{{Type: "NamesAccepted", Status: "True"}, {Type: "Established", Status: "True"}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read\n%+v\nwant\n%+v", got, want)
+	}
+	if again, _ := stripCRD(got); !reflect.DeepEqual(again, want) {
+		t.Errorf("stripCRD twice gives %+v", again)
+	}
+	if cp := want.DeepCopyObject(); !reflect.DeepEqual(cp, want) {
+		t.Errorf("DeepCopyObject gives %+v", cp)
+	}
+}
+
+// crdDecoder returns a function that decodes a CRD's JSON as the
+// registry's apiextensions client does.
+func crdDecoder(t *testing.T) func(*apiextensionsv1.CustomResourceDefinition) runtime.Object {
+	s := runtime.NewScheme()
+	if err := crdGroupOptions.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	dec := serializer.NewCodecFactory(s).UniversalDeserializer()
+	return func(c *apiextensionsv1.CustomResourceDefinition) runtime.Object {
+		t.Helper()
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := dec.Decode(data, nil, nil)
+		if err != nil {
+			t.Fatalf("decoding a CRD: %v", err)
+		}
+		return obj
 	}
 }
