@@ -25,7 +25,7 @@ the binary's size and the medians.
 Without --meshpilot it builds cmd/meshpilot twice and measures both, in
 turn: with go build's defaults, as "go run" and "go build" do, and as the
 Dockerfile builds the image's binary (CGO_ENABLED=0, -trimpath,
--ldflags "-s -w").`,
+-tags grpcnotrace, -ldflags "-s -w").`,
 		Example:       `  meshbench idle --runs 3 --json idle.json`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,

@@ -11,9 +11,9 @@ import (
 )
 
 // TestReleaseBuildIsTheDockerfiles: the Dockerfile builds the image's
-// binary with releaseBuild's environment and flags, and with no other
-// flag but -o and its -X of the version, so that meshbench idle's release
-// row is the image's binary.
+// binary with releaseBuild's environment, flags and tags, and with no
+// other flag but -o and its -X of the version, so that meshbench idle's
+// release row is the image's binary.
 func TestReleaseBuildIsTheDockerfiles(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -57,7 +57,10 @@ func TestReleaseBuildIsTheDockerfiles(t *testing.T) {
 				kept = append(kept, ld[k])
 			}
 			flags = append(flags, a, strings.Join(kept, " "))
-		case !strings.HasPrefix(a, "-"):
+		case a == "-tags" && j+1 < len(args):
+			j++
+			flags = append(flags, a, args[j])
+		case !strings.HasPrefix(a, "-"): // the package
 		default:
 			flags = append(flags, a)
 		}
