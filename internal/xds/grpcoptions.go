@@ -14,11 +14,13 @@ import "google.golang.org/grpc"
 //     and the client tracker's. The send timeout adds a small wrapper
 //     and, while a send is under way, a timer; no goroutine.
 //   - A connection, besides its streams: 3 goroutines of grpc-go (reader,
-//     writer, keepalive), about 11 KiB of their stacks, and about 16 KiB
-//     of heap, half of it its read buffer (connReadBuffer). Its write
-//     buffer is shared between connections (grpc.SharedWriteBuffer)
-//     instead of 32 KiB each: an xDS connection is idle almost all the
-//     time, and responses are still written whole.
+//     writer, keepalive), about 11 KiB of their stacks, and about 8 KiB
+//     of heap (its framer and HTTP/2 state). Its read buffer
+//     (connReadBuffer) is taken from a pool only while data is there
+//     (shed_read.go), instead of 8 KiB held by each; its write buffer is
+//     shared between connections (grpc.SharedWriteBuffer) instead of 32
+//     KiB each: an xDS connection is idle almost all the time, and
+//     responses are still written whole.
 //
 // What a client can make the server hold beyond that is bounded by the
 // options below: a request by MaxRequestBytes, and what it has sent that
@@ -36,8 +38,9 @@ import "google.golang.org/grpc"
 // a request beyond it.
 const ReceiveWindow = 64 << 10
 
-// connReadBuffer is each connection's read buffer: a request is read
-// into it in pieces of this size, and an idle connection holds it.
+// connReadBuffer is the size of a connection's read buffer: a request is
+// read in pieces of this size, into a buffer an idle connection does not
+// hold (shed_read.go).
 const connReadBuffer = 8 << 10
 
 // GRPCServerOptions are the options the gRPC server serving xDS needs:

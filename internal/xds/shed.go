@@ -66,6 +66,7 @@ type shedConn struct {
 	// streams and newest are guarded by shedConns.mu.
 	streams int
 	newest  time.Time
+	ready   readyRead
 }
 
 func (c *shedConn) Close() error {
@@ -85,6 +86,7 @@ type shedConns struct {
 
 func (r *shedConns) accepted(c net.Conn) *shedConn {
 	sc := &shedConn{Conn: c, conns: r, id: r.seq.Add(1)}
+	sc.ready.init(c)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byAddr == nil {
