@@ -65,7 +65,11 @@ func TestParseGoMemory(t *testing.T) {
 }
 
 func TestReadGoMemory(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A gzipped page would make meshpilot hold a compressor for it.
+		if enc := r.Header.Get("Accept-Encoding"); enc != "identity" {
+			t.Errorf("Accept-Encoding %q, want identity", enc)
+		}
 		fmt.Fprint(w, goMemoryPage())
 	}))
 	defer srv.Close()
