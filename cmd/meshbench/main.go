@@ -134,7 +134,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.IntVar(&cfg.StreamsPerConn, "streams-per-conn", cfg.StreamsPerConn, fmt.Sprintf("clients' ADS streams sharing one connection, as a process with several xDS channel targets opens one stream per target on one connection (1: a connection per client); 0 derives it: 1 up to %d clients, else as few as keep the connections at %d or fewer (10 for --clients 10000)", bench.AutoConnections, bench.AutoConnections))
 	f.IntVar(&cfg.Changes, "changes", cfg.Changes, "endpoint additions during churn (0 skips churn)")
 	f.Var(&r, "rate", "churn rate: changes per second (5 or 5/s)")
-	f.StringVar(&cfg.Meshpilot, "meshpilot", "", "meshpilot binary (default: go build ./cmd/meshpilot into a temporary folder)")
+	f.StringVar(&cfg.Meshpilot, "meshpilot", "", "meshpilot binary (default: build ./cmd/meshpilot as the Dockerfile does, into a temporary folder)")
 	f.StringArrayVar(&cfg.MeshpilotArgs, "meshpilot-arg", nil, "extra argument for `meshpilot serve`, repeatable, e.g. --meshpilot-arg=--debounce-after=100ms")
 	f.StringVar(&cfg.MeshpilotLog, "meshpilot-log", "", "keep meshpilot's output in this file (default: kept only when the run fails)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "save meshpilot's heap profiles after each phase and CPU profiles of convergence and churn into this folder (needs its /debug/pprof/; heap profiles force a GC, so take memory figures from runs without it)")

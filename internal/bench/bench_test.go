@@ -129,7 +129,11 @@ func TestSmallRun(t *testing.T) {
 
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)
-	for _, want := range []string{"converge (3 clients)", "churn (", "sync", "converged", "peak RSS:", "cores used in", "kube-apiserver"} {
+	// Without --meshpilot the run measures the image's binary.
+	if res.MeshpilotBuild != releaseBuild.name {
+		t.Errorf("meshpilot build %q, want %q", res.MeshpilotBuild, releaseBuild.name)
+	}
+	for _, want := range []string{"meshpilot: release build", "converge (3 clients)", "churn (", "sync", "converged", "peak RSS:", "cores used in", "kube-apiserver"} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum.String())
 		}

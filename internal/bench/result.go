@@ -15,12 +15,15 @@ import (
 // Result holds every figure of a run. Durations are in milliseconds or
 // seconds as their names say; memory in bytes.
 type Result struct {
-	Config        Config      `json:"config"`
-	Machine       Machine     `json:"machine"`
-	Started       time.Time   `json:"started"`
-	Meshpilot     string      `json:"meshpilot"`
-	MeshpilotArgs []string    `json:"meshpilot_args"`
-	Setup         SetupResult `json:"setup"`
+	Config    Config    `json:"config"`
+	Machine   Machine   `json:"machine"`
+	Started   time.Time `json:"started"`
+	Meshpilot string    `json:"meshpilot"`
+	// MeshpilotBuild says how meshbench built Meshpilot ("release": as
+	// the Dockerfile does); empty when the binary was given.
+	MeshpilotBuild string      `json:"meshpilot_build,omitempty"`
+	MeshpilotArgs  []string    `json:"meshpilot_args"`
+	Setup          SetupResult `json:"setup"`
 	// SyncSeconds is from starting meshpilot to its /readyz answering 200.
 	SyncSeconds float64 `json:"sync_seconds"`
 	// RemoteSyncSeconds (Config.Clusters above 1) is from starting
@@ -268,6 +271,11 @@ func (r *Result) WriteSummary(out io.Writer) {
 	} else {
 		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d changes at %g/s\n",
 			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Changes, c.Rate)
+	}
+	if r.MeshpilotBuild != "" {
+		fmt.Fprintf(out, "meshpilot: %s build of ./cmd/meshpilot\n", r.MeshpilotBuild)
+	} else if r.Meshpilot != "" {
+		fmt.Fprintf(out, "meshpilot: %s\n", r.Meshpilot)
 	}
 	if len(c.MeshpilotArgs) > 0 {
 		fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
