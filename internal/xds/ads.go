@@ -10,23 +10,19 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// This file wires the Server into go-control-plane's gRPC server, which
-// speaks the protocol (streams, nonces, subscriptions): the Server is its
-// cache (CreateWatch, CreateDeltaWatch, Fetch), and its callbacks feed the
-// client tracker.
+// This file registers the discovery services: ADS (state of the world
+// and delta) and the per-type services, each stream served by the
+// Server's own stream loop (stream.go), and their unary fetches by the
+// REST logic (rest.go).
 
-var _ cache.Cache = (*Server)(nil)
-
-// streamKey names a stream: go-control-plane numbers state-of-the-world
-// and delta streams separately.
+// streamKey names a stream: state-of-the-world and delta streams are
+// numbered separately, from 1.
 type streamKey struct {
 	id    int64
 	delta bool
@@ -34,56 +30,84 @@ type streamKey struct {
 
 var errNotReady = status.Error(codes.Unavailable, "meshpilot: the service model is not synced yet")
 
-func (s *Server) newProtocolServer() serverv3.Server {
-	return serverv3.NewServer(context.Background(), s, serverv3.CallbackFuncs{
-		StreamOpenFunc:        func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, false) },
-		DeltaStreamOpenFunc:   func(ctx context.Context, id int64, _ string) error { return s.open(ctx, id, true) },
-		StreamClosedFunc:      func(id int64, _ *core.Node) { s.closed(id, false) },
-		DeltaStreamClosedFunc: func(id int64, _ *core.Node) { s.closed(id, true) },
-		StreamRequestFunc: func(id int64, req *discovery.DiscoveryRequest) error {
-			return s.request(clientRequest{
-				stream: id, node: req.GetNode(), typeURL: req.GetTypeUrl(), names: req.GetResourceNames(),
-				version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
-			})
-		},
-		StreamDeltaRequestFunc: func(id int64, req *discovery.DeltaDiscoveryRequest) error {
-			return s.request(clientRequest{
-				stream: id, delta: true, node: req.GetNode(), typeURL: req.GetTypeUrl(),
-				names: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
-				nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
-			})
-		},
-		StreamResponseFunc: func(ctx context.Context, id int64, _ *discovery.DiscoveryRequest, out *discovery.DiscoveryResponse) {
-			s.tracker.sotwSent(ctx, id, out)
-		},
-		StreamDeltaResponseFunc: func(id int64, _ *discovery.DeltaDiscoveryRequest, out *discovery.DeltaDiscoveryResponse) {
-			s.tracker.deltaSentFunc(id, out)
-		},
-		FetchRequestFunc: func(ctx context.Context, req *discovery.DiscoveryRequest) error {
-			if !s.ready() {
-				return errNotReady
-			}
-			if err := s.limits.check(req.GetResourceNames(), nil, req.GetNode()); err != nil {
-				return s.refuse("rest", req.GetNode().GetId(), req.GetTypeUrl(), err)
-			}
-			return s.authorizeFetch(ctx, req.GetNode())
-		},
-	})
+// services implements the generated discovery service interfaces. The
+// empty type URL is ADS's: every request names its type.
+type services struct{ s *Server }
+
+func (v services) StreamAggregatedResources(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return v.s.serve(st, false, "")
 }
+
+func (v services) DeltaAggregatedResources(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return v.s.serve(st, true, "")
+}
+
+func (v services) StreamListeners(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return v.s.serve(st, false, ListenerType)
+}
+
+func (v services) DeltaListeners(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return v.s.serve(st, true, ListenerType)
+}
+
+func (v services) FetchListeners(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	return v.s.fetchAs(ctx, req, ListenerType)
+}
+
+func (v services) StreamRoutes(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return v.s.serve(st, false, RouteType)
+}
+
+func (v services) DeltaRoutes(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return v.s.serve(st, true, RouteType)
+}
+
+func (v services) FetchRoutes(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	return v.s.fetchAs(ctx, req, RouteType)
+}
+
+func (v services) StreamClusters(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return v.s.serve(st, false, ClusterType)
+}
+
+func (v services) DeltaClusters(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return v.s.serve(st, true, ClusterType)
+}
+
+func (v services) FetchClusters(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	return v.s.fetchAs(ctx, req, ClusterType)
+}
+
+func (v services) StreamEndpoints(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return v.s.serve(st, false, EndpointType)
+}
+
+func (v services) DeltaEndpoints(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return v.s.serve(st, true, EndpointType)
+}
+
+func (v services) FetchEndpoints(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	return v.s.fetchAs(ctx, req, EndpointType)
+}
+
+var (
+	_ discovery.AggregatedDiscoveryServiceServer     = services{}
+	_ listenerservice.ListenerDiscoveryServiceServer = services{}
+	_ routeservice.RouteDiscoveryServiceServer       = services{}
+	_ clusterservice.ClusterDiscoveryServiceServer   = services{}
+	_ endpointservice.EndpointDiscoveryServiceServer = services{}
+)
 
 // Register adds ADS (state of the world and delta) and the per-type
 // discovery services to g, each stream's sends timed (sendtimeout.go).
 // Serve g on Listener's wrapper for Shed to reach the clients.
 func (s *Server) Register(g *grpc.Server) {
-	for _, sd := range []*grpc.ServiceDesc{
-		&discovery.AggregatedDiscoveryService_ServiceDesc,
-		&listenerservice.ListenerDiscoveryService_ServiceDesc,
-		&routeservice.RouteDiscoveryService_ServiceDesc,
-		&clusterservice.ClusterDiscoveryService_ServiceDesc,
-		&endpointservice.EndpointDiscoveryService_ServiceDesc,
-	} {
-		g.RegisterService(s.guardStreams(sd), s.xds)
-	}
+	v := services{s}
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, v)
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, v)
+	routeservice.RegisterRouteDiscoveryServiceServer(g, v)
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, v)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, v)
 }
 
 // open admits a new stream, or refuses it with a status the client gets
@@ -92,29 +116,25 @@ func (s *Server) Register(g *grpc.Server) {
 // ClientCounts counts: ADS streams of both kinds and per-type streams.
 // REST-JSON requests are not streams, hold nothing between requests and
 // are not counted.
-func (s *Server) open(ctx context.Context, id int64, delta bool) error {
+func (s *Server) open(ctx context.Context, k streamKey) error {
 	if !s.ready() {
 		s.refused.notReady.Add(1)
 		return errNotReady
 	}
-	if !s.tracker.open(id, delta, s.opts.MaxClients) {
+	if !s.tracker.open(k.id, k.delta, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}
-	k := streamKey{id, delta}
 	s.shed.add(ctx, k)
-	if g, ok := ctx.Value(guardedStreamKey{}).(*guardedStream); ok {
-		g.key.Store(&k)
-	}
 	if s.opts.RequireIdentity {
 		s.identities.open(k, peerIdentityOf(ctx))
 	}
 	return nil
 }
 
-func (s *Server) closed(id int64, delta bool) {
-	s.identities.close(streamKey{id, delta})
-	s.shed.remove(streamKey{id, delta})
-	s.tracker.close(id, delta)
+func (s *Server) closed(k streamKey) {
+	s.identities.close(k)
+	s.shed.remove(k)
+	s.tracker.close(k.id, k.delta)
 }
 
 // clientRequest is one request on a stream, as the tracker records it.

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 	"google.golang.org/grpc"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -37,23 +35,6 @@ func benchModel(services, eps int) *model.Store {
 	return st
 }
 
-// benchClient is an in-process client of the cache: one EDS watch, ACKed
-// after each response as the gRPC server would.
-type benchClient struct {
-	// held is the latest response, whose resources the client holds (and
-	// so the cache keeps), as the server's client state does.
-	held cache.Response
-	sub  stream.Subscription
-	req  *discovery.DiscoveryRequest
-	ch   chan cache.Response
-}
-
-func (c *benchClient) watch(b *testing.B, s *Server) {
-	if _, err := s.CreateWatch(c.req, c.sub, c.ch); err != nil {
-		b.Fatal(err)
-	}
-}
-
 // BenchmarkPushEndpointChange: one endpoint of one service changes; 1000
 // clients are subscribed to it (and each to 4 other services). A push
 // regenerates and marshals the ClusterLoadAssignment once and hands it to
@@ -63,24 +44,18 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 	st := benchModel(200, 5)
 	s := NewServer(Options{Discovery: st})
 	hot := model.Hostname("svc-0.default.svc.cluster.local")
-	cs := make([]*benchClient, clients)
+	cs := make([]*memStream, clients)
+	subscribed := make([][]string, clients)
 	for i := range cs {
 		names := []string{model.ClusterName(8080, "", hot)}
 		for k := 1; k < 5; k++ {
 			names = append(names, model.ClusterName(8080, "", model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", (i*4+k)%200))))
 		}
-		c := &benchClient{
-			sub: stream.NewSotwSubscription(names, false),
-			req: &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("c", i), "default"), TypeUrl: EndpointType, ResourceNames: names},
-			ch:  make(chan cache.Response, 1),
-		}
-		c.watch(b, s)
-		r := <-c.ch
-		c.sub.SetReturnedResources(r.GetReturnedResources())
-		c.held = r
-		c.req = &discovery.DiscoveryRequest{Node: c.req.Node, TypeUrl: EndpointType, ResourceNames: names, ResponseNonce: "1", VersionInfo: r.GetResponseVersion()}
-		c.watch(b, s)
-		cs[i] = c
+		c := openMemStream(b, s)
+		defer c.close()
+		c.request(b, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("c", i), "default"), TypeUrl: EndpointType, ResourceNames: names})
+		c.ack(b, <-c.sent, names)
+		cs[i], subscribed[i] = c, names
 	}
 	svc := st.GetService(hot)
 	eps := st.Endpoints(hot, 8080, nil)
@@ -98,15 +73,12 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 		start := time.Now()
 		s.Push(req)
 		pushTime += time.Since(start)
-		for _, c := range cs {
-			r := <-c.ch
-			out, _ := r.GetDiscoveryResponse()
+		for i, c := range cs {
+			out := <-c.sent
 			if len(out.GetResources()) != 1 {
 				b.Fatalf("got %d resources", len(out.GetResources()))
 			}
-			c.sub.SetReturnedResources(r.GetReturnedResources())
-			c.held = r
-			c.watch(b, s)
+			c.ack(b, out, subscribed[i])
 		}
 	}
 	b.ReportMetric(float64(pushTime.Nanoseconds())/float64(b.N), "push-ns/op")

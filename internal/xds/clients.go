@@ -1,16 +1,12 @@
 package xds
 
 import (
-	"context"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -245,32 +241,21 @@ func (c *clientTracker) shortType(typeURL string) string {
 	return typeURL
 }
 
-// responseKey finds the response a context carries (state of the world:
-// go-control-plane hands the response's context to the send callback).
-type responseKey struct{}
-
 // clientTracker keeps the per-stream client state. Its methods are called
-// from go-control-plane's callbacks on the streams' goroutines and from
-// readers (Clients, ConfigDump) on any goroutine; mu guards everything.
+// by the streams (stream.go: at open and close, on each request, before
+// each send) and by readers (Clients, ConfigDump) on any goroutine; mu
+// guards everything.
 type clientTracker struct {
 	observer Observer
 	// types are the served types, set before the first stream opens.
 	types []ResourceType
 
-	mu      sync.Mutex // guards clients and deltaSent
+	mu      sync.Mutex // guards clients
 	clients map[streamKey]*ClientInfo
-	// deltaSent holds what the server built into a delta response until
-	// the send callback, which gets only the response message, takes it.
-	// It holds the response weakly (deltaBuilt).
-	deltaSent map[weak.Pointer[discovery.DeltaDiscoveryResponse]]*sentResponse
 }
 
 func newClientTracker(o Observer) *clientTracker {
-	return &clientTracker{
-		observer:  o,
-		clients:   map[streamKey]*ClientInfo{},
-		deltaSent: map[weak.Pointer[discovery.DeltaDiscoveryResponse]]*sentResponse{},
-	}
+	return &clientTracker{observer: o, clients: map[streamKey]*ClientInfo{}}
 }
 
 // open records a new stream, unless limit (when above zero) streams are
@@ -361,9 +346,9 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 		ts.Wildcard = (first && len(names) == 0) || slices.Contains(names, "*") || (ts.Wildcard && len(names) == 0)
 		// An ACK usually repeats the names (in the same order or not).
 		// Then nothing is copied, and the request is made to share the
-		// stream's strings: what go-control-plane keeps of it (the
-		// subscription) holds the stream's one copy of its names, not a
-		// copy per request.
+		// stream's strings: what the stream keeps of it (the
+		// subscription, stream.go) holds the stream's one copy of its
+		// names, not a copy per request.
 		if slices.Equal(names, ts.Subscribed) {
 			copy(names, ts.Subscribed)
 		} else {
@@ -446,47 +431,6 @@ func (c *clientTracker) sent(id int64, delta bool, typeURL string, r *sentRespon
 		}
 		c.observer.ResponseSent(typ, grpcClient, since)
 	}
-}
-
-// sotwSent is the state-of-the-world send callback.
-func (c *clientTracker) sotwSent(ctx context.Context, id int64, out *discovery.DiscoveryResponse) {
-	r := &sentResponse{Sent: Sent{Version: out.GetVersionInfo(), Nonce: out.GetNonce(), Time: time.Now()}}
-	if sr, ok := ctx.Value(responseKey{}).(*sotwResponse); ok {
-		r.change, r.resources = sr.change, sr.holds
-	}
-	c.sent(id, false, out.GetTypeUrl(), r)
-}
-
-// deltaBuilt remembers what a delta response carries until it is sent.
-// A response whose stream closes before it is sent is never taken: its
-// entry goes once the response is garbage, so that streams that come
-// and go leave nothing behind, however fast.
-func (c *clientTracker) deltaBuilt(out *discovery.DeltaDiscoveryResponse, change time.Time, holds []*entry) {
-	k := weak.Make(out)
-	c.mu.Lock()
-	c.deltaSent[k] = &sentResponse{Sent: Sent{Time: time.Now()}, change: change, resources: holds}
-	c.mu.Unlock()
-	runtime.AddCleanup(out, c.forgetDelta, k)
-}
-
-func (c *clientTracker) forgetDelta(k weak.Pointer[discovery.DeltaDiscoveryResponse]) {
-	c.mu.Lock()
-	delete(c.deltaSent, k)
-	c.mu.Unlock()
-}
-
-// deltaSentFunc is the delta send callback.
-func (c *clientTracker) deltaSentFunc(id int64, out *discovery.DeltaDiscoveryResponse) {
-	k := weak.Make(out)
-	c.mu.Lock()
-	r := c.deltaSent[k]
-	delete(c.deltaSent, k)
-	c.mu.Unlock()
-	if r == nil {
-		r = &sentResponse{}
-	}
-	r.Sent = Sent{Version: out.GetSystemVersionInfo(), Nonce: out.GetNonce(), Time: time.Now()}
-	c.sent(id, true, out.GetTypeUrl(), r)
 }
 
 // list copies the client state, ordered by node id then connection time.

@@ -224,7 +224,7 @@ func TestClientInfoCluster(t *testing.T) {
 
 // TestRequestSharesSubscribedStrings: an ACK that repeats a stream's
 // names, in the same order or another, is made to share the stream's
-// strings, so that what go-control-plane keeps of it holds no second
+// strings, so that what the stream keeps of it holds no second
 // copy of them.
 func TestRequestSharesSubscribedStrings(t *testing.T) {
 	c := newClientTracker(nil)

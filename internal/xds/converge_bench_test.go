@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -19,26 +17,17 @@ func BenchmarkConverge(b *testing.B) {
 	const services, perClient = 10000, 10
 	st := benchModel(services, 10)
 	s := NewServer(Options{Discovery: st})
-	watch := func(node string, typ string, names []string) cache.Response {
-		sub := stream.NewSotwSubscription(names, false)
-		ch := make(chan cache.Response, 1)
-		req := &discovery.DiscoveryRequest{Node: grpcNode(node, "default"), TypeUrl: typ, ResourceNames: names}
-		if _, err := s.CreateWatch(req, sub, ch); err != nil {
-			b.Fatal(err)
-		}
-		r := <-ch
-		sub.SetReturnedResources(r.GetReturnedResources())
-		ack := &discovery.DiscoveryRequest{Node: req.Node, TypeUrl: typ, ResourceNames: names, ResponseNonce: "1", VersionInfo: r.GetResponseVersion()}
-		cancel, err := s.CreateWatch(ack, sub, make(chan cache.Response, 1))
-		if err != nil {
-			b.Fatal(err)
-		}
-		cancel()
+	watch := func(c *memStream, typ string, names []string) *discovery.DiscoveryResponse {
+		b.Helper()
+		c.request(b, &discovery.DiscoveryRequest{Node: c.node, TypeUrl: typ, ResourceNames: names})
+		r := <-c.sent
+		c.ack(b, r, names)
 		return r
 	}
 	// Each client holds what it was sent (and so the cache keeps it), as
-	// the server's client state does while its stream is open.
-	var held []cache.Response
+	// the server's client state does while its stream is open; its
+	// stream closes once it has converged, which leaves no watch behind.
+	var held []*entry
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -49,11 +38,16 @@ func BenchmarkConverge(b *testing.B) {
 			listeners = append(listeners, fmt.Sprintf("svc-%d:8080", n))
 			clusters = append(clusters, model.ClusterName(8080, "", model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", n))))
 		}
-		r := watch(node, ListenerType, listeners)
-		out, _ := r.GetDiscoveryResponse()
-		if len(out.GetResources()) != perClient {
-			b.Fatalf("%d listeners", len(out.GetResources()))
+		c := openMemStream(b, s)
+		c.node = grpcNode(node, "default")
+		r := watch(c, ListenerType, listeners)
+		if len(r.GetResources()) != perClient {
+			b.Fatalf("%d listeners", len(r.GetResources()))
 		}
-		held = append(held, r, watch(node, RouteType, clusters), watch(node, ClusterType, clusters), watch(node, EndpointType, clusters))
+		watch(c, RouteType, clusters)
+		watch(c, ClusterType, clusters)
+		watch(c, EndpointType, clusters)
+		held = append(held, c.held()...)
+		c.close()
 	}
 }

@@ -113,10 +113,12 @@
 //
 // # Server
 //
-// Server runs go-control-plane's gRPC server (ADS state of the world and
-// delta, per-type services, REST; ads.go) and is itself the cache behind
-// it. It keeps no snapshot: a client's request is answered (sotw.go,
-// delta.go, rest.go) from resources generated on demand, held in a
+// Server speaks the protocol itself (ADS state of the world and delta,
+// the per-type services, REST-JSON): ads.go registers the services,
+// stream.go runs each stream with go-control-plane's protocol rules
+// (subscription.go: wildcards, subscriptions, what was sent; nonces),
+// rest.go answers fetches. It keeps no snapshot: a client's request is
+// answered (sotw.go, delta.go, rest.go) from resources generated on demand, held in a
 // resource cache (cache.go) by name and client variant, and shared by
 // every client that asks for the same thing, each marshalled once. The
 // server never parses a name to learn what a resource depends on: the
@@ -137,10 +139,15 @@
 // version, and a push that rebuilds it unchanged keeps the one copy its
 // clients hold); the version of a
 // response starts with a per-process prefix, so versions differ across
-// restarts. What a client holds is go-control-plane's per-stream
-// subscription state (names and versions last sent), so a NACKed version
-// is not resent until its content changes, and a closed stream leaves
-// nothing behind.
+// restarts. What a client holds is its stream's subscription state
+// (names and versions last sent), so a NACKed version is not resent
+// until its content changes, and a closed stream leaves nothing behind.
+//
+// An idle stream costs one goroutine, grpc-go's handler, which
+// receives; a response is sent by a goroutine that the stream starts
+// when one is ready and that exits when none is left (stream.go), with
+// at most one response per type waiting, sent clusters first, then
+// endpoints, listeners, routes.
 //
 // # Hostile clients
 //
@@ -161,9 +168,9 @@
 // the stream's receive so that the handler returns; until then the
 // client holds at most one response per type, since a watch answers
 // once and the next waits for the client's next request, and other
-// clients' pushes never wait for it. A closed stream leaves no
-// goroutine, client state or watch behind, nor the delta responses
-// built for it and never sent, which the tracker holds weakly.
+// clients' pushes never wait for it; its requests wait unread meanwhile.
+// A closed stream leaves no goroutine, client state, watch or unsent
+// response behind.
 //
 // # Client state
 //
@@ -171,14 +178,14 @@
 // stream and resource type, the subscribed names, the latest response sent
 // and the latest ACKed (version and nonce), and the latest NACK with its
 // error; Clients returns it, ConfigDump adds the resources of the ACKed
-// responses. It comes from go-control-plane's request and response
-// callbacks. What a stream costs is proportional to its subscriptions:
-// its names once (an ACK that repeats them is made to share the
-// stream's strings, so go-control-plane's subscription holds no second
-// copy), the versions last sent, references to the shared resources it
+// responses. The stream loop tells it of each request and of each
+// response before it is sent. What a stream costs is proportional to its
+// subscriptions: its names once (an ACK that repeats them is made to
+// share the stream's strings, so the stream's subscription holds no
+// second copy of them), the versions last sent, references to the shared resources it
 // holds, and one waiting watch per type, which keeps nothing of its
 // request. A response caused by a push carries the push's start (the
-// moment the change reached meshpilot) to the send callback and, through
+// moment the change reached meshpilot) to its send and, through
 // the nonce, to the ACK; an Observer is told both durations, which is how
 // convergence is measured without Prometheus in this package.
 //

@@ -12,8 +12,8 @@ import (
 )
 
 // What one request may carry. A request is held while it is handled and
-// a node for as long as its stream lives (go-control-plane keeps the
-// latest, the client tracker what it read of it), so without bounds one
+// a node for as long as its stream lives (the stream keeps the latest,
+// the client tracker what it read of it), so without bounds one
 // client could make the server hold as much as it cares to send.
 const (
 	// MaxRequestBytes bounds one request as received: gRPC's receive
@@ -94,8 +94,8 @@ func (e *limitError) Error() string {
 	return msg
 }
 
-// GRPCStatus makes the error InvalidArgument for gRPC, and for the REST
-// handler, which reads the code through the gateway's wrapping.
+// GRPCStatus makes the error InvalidArgument for gRPC, and 400 for the
+// REST handler.
 func (e *limitError) GRPCStatus() *status.Status {
 	return status.New(codes.InvalidArgument, e.Error())
 }

@@ -298,9 +298,9 @@ func TestDeltaWildcardAndExplicitName(t *testing.T) {
 // TestDeltaUnsubscribeUnderWildcard: a client subscribed to the wildcard
 // that unsubscribes a name it also named explicitly can no longer tell
 // whether the name is in the wildcard set, so the server must say: the
-// resource when it exists, its removal when it does not (as
-// go-control-plane's subscription state expects of a cache: it marks the
-// name returned with an empty version).
+// resource when it exists, its removal when it does not (the
+// subscription rules, go-control-plane's, mark the name returned with an
+// empty version).
 func TestDeltaUnsubscribeUnderWildcard(t *testing.T) {
 	const nosuch = "outbound|1||nosuch.default.svc.cluster.local"
 	for _, tc := range []struct {

@@ -1,61 +1,50 @@
 package xds
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
-// sotwResponse is a state-of-the-world response whose resources are the
-// shared, already marshalled entries.
-type sotwResponse struct {
-	req      *discovery.DiscoveryRequest
-	out      *discovery.DiscoveryResponse
+// response is a response built for a stream, state of the world or
+// delta, whose resources are the shared, already marshalled entries.
+type response struct {
+	sotw  *discovery.DiscoveryResponse
+	delta *discovery.DeltaDiscoveryResponse
+	// returned is what the stream holds of the type once it is sent
+	// (name to version): the subscription's returned resources.
 	returned map[string]string
 	// change is when the model change that caused the response reached
 	// meshpilot (zero if none); holds is every resource of the type the
 	// client holds once it accepts the response, which keeps them cached
-	// while the response is on its way. Both reach the send callback
-	// through GetContext.
+	// while the response is on its way.
 	change time.Time
 	holds  []*entry
 }
 
-var _ cache.Response = (*sotwResponse)(nil)
-
-func (r *sotwResponse) GetDiscoveryResponse() (*discovery.DiscoveryResponse, error) {
-	return r.out, nil
-}
-func (r *sotwResponse) GetRequest() *discovery.DiscoveryRequest { return r.req }
-func (r *sotwResponse) GetVersion() (string, error)             { return r.out.GetVersionInfo(), nil }
-func (r *sotwResponse) GetResponseVersion() string              { return r.out.GetVersionInfo() }
-func (r *sotwResponse) GetReturnedResources() map[string]string { return r.returned }
-func (r *sotwResponse) GetContext() context.Context {
-	return context.WithValue(context.Background(), responseKey{}, r)
+func (r *response) setNonce(n string) {
+	if r.sotw != nil {
+		r.sotw.Nonce = n
+	} else {
+		r.delta.Nonce = n
+	}
 }
 
-// deltaResponse is an incremental response made of shared entries.
-type deltaResponse struct {
-	req      *discovery.DeltaDiscoveryRequest
-	out      *discovery.DeltaDiscoveryResponse
-	returned map[string]string
+func (r *response) version() string {
+	if r.sotw != nil {
+		return r.sotw.GetVersionInfo()
+	}
+	return r.delta.GetSystemVersionInfo()
 }
 
-var _ cache.DeltaResponse = (*deltaResponse)(nil)
-
-func (r *deltaResponse) GetDeltaDiscoveryResponse() (*discovery.DeltaDiscoveryResponse, error) {
-	return r.out, nil
+func (r *response) message() any {
+	if r.sotw != nil {
+		return r.sotw
+	}
+	return r.delta
 }
-func (r *deltaResponse) GetDeltaRequest() *discovery.DeltaDiscoveryRequest { return r.req }
-func (r *deltaResponse) GetSystemVersion() (string, error)                 { return r.out.GetSystemVersionInfo(), nil }
-func (r *deltaResponse) GetResponseVersion() string                        { return r.out.GetSystemVersionInfo() }
-func (r *deltaResponse) GetNextVersionMap() map[string]string              { return r.returned }
-func (r *deltaResponse) GetReturnedResources() map[string]string           { return r.returned }
-func (r *deltaResponse) GetContext() context.Context                       { return context.Background() }
 
 // versionHash digests (name, version) pairs into a REST version.
 type versionHash struct{ d *xxhash.Digest }

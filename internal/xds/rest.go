@@ -2,38 +2,45 @@ package xds
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
+// restPaths are Envoy's REST-JSON discovery paths and their types.
+var restPaths = map[string]string{
+	"/v3/discovery:clusters":  ClusterType,
+	"/v3/discovery:endpoints": EndpointType,
+	"/v3/discovery:listeners": ListenerType,
+	"/v3/discovery:routes":    RouteType,
+}
+
 // RESTHandler serves REST-JSON discovery as Envoy's REST API type expects:
 // POST /v3/discovery:clusters, :endpoints, :listeners, :routes with a JSON
-// DiscoveryRequest. It answers 304 when the request's version_info is
-// current, 503 until the model is ready, 400 for a request beyond
-// the limits (limits.go) or a body over MaxRequestBytes, and 403 under
-// Options.RequireIdentity for a client whose certificate does not
-// entitle it to its node, or that presents none.
+// DiscoveryRequest, answered with the DiscoveryResponse in JSON (proto
+// field names). It answers 304 when the request's version_info is
+// current, 503 until the model is ready, 400 for a body that is not a
+// DiscoveryRequest, a request beyond the limits (limits.go) or a body
+// over MaxRequestBytes, and 403 under Options.RequireIdentity for a
+// client whose certificate does not entitle it to its node, or that
+// presents none.
 func (s *Server) RESTHandler() http.Handler {
-	gw := &serverv3.HTTPGateway{Server: s.xds}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "POST a DiscoveryRequest", http.StatusMethodNotAllowed)
 			return
 		}
-		switch path.Clean(r.URL.Path) {
-		case resource.FetchClusters, resource.FetchEndpoints, resource.FetchListeners, resource.FetchRoutes:
-		default:
+		typeURL, ok := restPaths[path.Clean(r.URL.Path)]
+		if !ok {
 			http.NotFound(w, r)
 			return
 		}
@@ -41,36 +48,73 @@ func (s *Server) RESTHandler() http.Handler {
 			http.Error(w, "the service model is not synced yet", http.StatusServiceUnavailable)
 			return
 		}
-		// The gateway reads the whole body: bound it as gRPC bounds a
-		// request (a longer body fails as unreadable, 400).
-		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBytes)
-		// The fetch callback reads the client's certificate from here
-		// (identity.go).
-		r = r.WithContext(withTLSState(r.Context(), r.TLS))
-		body, code, err := gw.ServeHTTP(r)
+		// Bound the body as gRPC bounds a request (a longer body fails as
+		// unreadable, 400).
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
 		if err != nil {
+			http.Error(w, "cannot read body", http.StatusBadRequest)
+			return
+		}
+		req := &discovery.DiscoveryRequest{}
+		if err := protojson.Unmarshal(body, req); err != nil {
+			http.Error(w, "cannot parse JSON body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		req.TypeUrl = typeURL
+		// The identity check reads the client's certificate from here
+		// (identity.go).
+		out, err := s.fetch(withTLSState(r.Context(), r.TLS), req)
+		if errors.Is(err, errNotModified) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		if err != nil {
+			code := http.StatusInternalServerError
 			switch status.Code(err) {
 			case codes.InvalidArgument:
 				code = http.StatusBadRequest // a request beyond the limits
 			case codes.PermissionDenied:
 				code = http.StatusForbidden // a node its certificate does not allow
 			}
-			http.Error(w, err.Error(), code)
+			http.Error(w, "fetch error: "+err.Error(), code)
 			return
 		}
-		if code != http.StatusOK {
-			w.WriteHeader(code)
+		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(out)
+		if err != nil {
+			http.Error(w, "marshal error: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(body)
+		_, _ = w.Write(b)
 	})
 }
 
-// Fetch implements go-control-plane's cache.ConfigFetcher for REST: the
-// named resources (everything, for a non-gRPC client naming none of a
-// type that has a wildcard), with a version derived from their content.
-func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, error) {
+// errNotModified answers a fetch whose version is current.
+var errNotModified = errors.New("meshpilot: the version is current")
+
+// fetchAs serves a per-type service's unary fetch.
+func (s *Server) fetchAs(ctx context.Context, req *discovery.DiscoveryRequest, typeURL string) (*discovery.DiscoveryResponse, error) {
+	if req == nil {
+		return nil, status.Error(codes.Unavailable, "empty request")
+	}
+	req.TypeUrl = typeURL
+	return s.fetch(ctx, req)
+}
+
+// fetch answers a REST request or a unary fetch: the named resources
+// (everything, for a non-gRPC client naming none of a type that has a
+// wildcard), with a version derived from their content, or
+// errNotModified when that is the request's version.
+func (s *Server) fetch(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	if !s.ready() {
+		return nil, errNotReady
+	}
+	if err := s.limits.check(req.GetResourceNames(), nil, req.GetNode()); err != nil {
+		return nil, s.refuse("rest", req.GetNode().GetId(), req.GetTypeUrl(), err)
+	}
+	if err := s.authorizeFetch(ctx, req.GetNode()); err != nil {
+		return nil, err
+	}
 	t, ok := s.typeOf(req.GetTypeUrl())
 	if !ok {
 		return nil, fmt.Errorf("meshpilot does not serve %q", req.GetTypeUrl())
@@ -83,23 +127,17 @@ func (s *Server) Fetch(_ context.Context, req *cache.Request) (cache.Response, e
 		names = s.cache.gens[t].AllNames()
 	}
 	var res []*anypb.Any
-	returned := map[string]string{}
 	sum := newVersionHash()
 	for _, n := range names {
 		e := s.resource(t, &c, n, nil)
 		if e.exists() {
 			res = append(res, e.any)
-			returned[n] = e.version
 			sum.add(n, e.version)
 		}
 	}
 	version := s.prefix + "-" + sum.String()
 	if req.GetVersionInfo() == version {
-		return nil, &types.SkipFetchError{}
+		return nil, errNotModified
 	}
-	return &sotwResponse{
-		req:      req,
-		out:      &discovery.DiscoveryResponse{VersionInfo: version, Resources: res, TypeUrl: req.GetTypeUrl()},
-		returned: returned,
-	}, nil
+	return &discovery.DiscoveryResponse{VersionInfo: version, Resources: res, TypeUrl: req.GetTypeUrl()}, nil
 }

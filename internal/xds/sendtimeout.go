@@ -40,57 +40,37 @@ func (e *sendTimeout) GRPCStatus() *status.Status {
 }
 
 // The send timeout needs no goroutine of its own: each stream's
-// grpc.ServerStream is wrapped once (guardedStream), and its SendMsg arms
-// a timer (time.AfterFunc, a goroutine only when it fires) for as long as
+// grpc.ServerStream is wrapped (guardedStream), and its SendMsg arms a
+// timer (time.AfterFunc, a goroutine only when it fires) for as long as
 // the send takes. A Send stuck on flow control waits in grpc-go for the
 // write quota of the stream, and nothing the handler's context can do
 // wakes it: cancelling a context derived from the stream's leaves the
 // stream's own untouched. Ending the stream does: the transport stream's
 // WriteStatus queues the status after the data under way and cancels the
-// stream, which fails the stuck Send and go-control-plane's Recv, and
-// the handler returns. That is what grpc-go does when a handler returns,
+// stream, which fails the stuck Send and the handler's Recv, and the
+// handler returns. That is what grpc-go does when a handler returns,
 // done from the timer instead; the status the handler then returns finds
 // the stream ended and is dropped.
 
-// guardStreams returns a copy of a service's description whose stream
-// handlers serve each stream through a guardedStream.
-func (s *Server) guardStreams(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
-	out := *sd
-	out.Streams = make([]grpc.StreamDesc, len(sd.Streams))
-	for i, d := range sd.Streams {
-		h := d.Handler
-		d.Handler = func(srv any, st grpc.ServerStream) error { return h(srv, s.guard(st)) }
-		out.Streams[i] = d
-	}
-	return &out
-}
-
-// guard wraps a stream; its context carries the wrapper, which
-// Server.open finds there.
+// guard wraps a stream.
 func (s *Server) guard(st grpc.ServerStream) *guardedStream {
-	g := &guardedStream{ServerStream: st, srv: s}
-	g.ctx = context.WithValue(st.Context(), guardedStreamKey{}, g)
-	return g
+	return &guardedStream{ServerStream: st, srv: s, ctx: st.Context()}
 }
-
-type guardedStreamKey struct{}
 
 // guardedStream is a stream whose sends are timed. SendMsg is called by
-// the handler's goroutine alone (go-control-plane sends from its
-// process loop); the timer's callback runs in a goroutine of its own.
+// the stream's sender alone (stream.go), one send at a time; the
+// timer's callback runs in a goroutine of its own.
 type guardedStream struct {
 	grpc.ServerStream
 	srv *Server
 	ctx context.Context
-	// key is go-control-plane's number, known once the stream is
-	// admitted (Server.open), for the log.
+	// key is the stream's number, known once the stream is admitted
+	// (Server.open), for the log.
 	key atomic.Pointer[streamKey]
-	// ended is set once a send has timed out, so that the handler starts
-	// no Send after that.
+	// ended is set once a send has timed out, so that no Send starts
+	// after that.
 	ended atomic.Bool
 }
-
-func (g *guardedStream) Context() context.Context { return g.ctx }
 
 var errStreamEnded = status.Error(codes.Canceled, "meshpilot: the stream has ended")
 

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
@@ -79,9 +77,10 @@ type Options struct {
 // Server serves the model over xDS: ADS (state of the world and delta),
 // the per-type discovery services, and REST-JSON.
 //
-// It is split by job: go-control-plane's gRPC server speaks the protocol
-// (ads.go); the Server is the cache behind it, answering watches
-// (sotw.go, delta.go) and fetches (rest.go) from resources that one
+// It is split by job: the stream loop speaks the protocol (ads.go
+// registers the services, stream.go runs each stream, subscription.go
+// keeps what a stream subscribes to and was sent); watches (sotw.go,
+// delta.go) and fetches (rest.go) are answered from resources that one
 // Generator per type builds on demand (generator.go), held in a
 // resourceCache (cache.go) and marshalled once per content and client
 // variant; waiting watches sit in a watchIndex (watches.go) under the
@@ -98,7 +97,6 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	xds     serverv3.Server
 	types   []ResourceType
 	tracker *clientTracker
 	// prefix and seq make response versions unique across restarts.
@@ -135,12 +133,8 @@ type Server struct {
 	cache   *resourceCache
 	watches *watchIndex
 
-	// sotwRequests and deltaRequests are, per type, what a response
-	// names as its request: go-control-plane reads only its type URL
-	// (and hands it to callbacks that ignore it). Shared and never
-	// changed, so that no watch keeps its request alive.
-	sotwRequests  []*discovery.DiscoveryRequest
-	deltaRequests []*discovery.DeltaDiscoveryRequest
+	// sotwStreams and deltaStreams number the streams of each kind.
+	sotwStreams, deltaStreams atomic.Int64
 }
 
 // NewServer returns a server for the model.
@@ -163,14 +157,11 @@ func NewServer(opts Options) *Server {
 	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
-		s.sotwRequests = append(s.sotwRequests, &discovery.DiscoveryRequest{TypeUrl: g.Type().URL})
-		s.deltaRequests = append(s.deltaRequests, &discovery.DeltaDiscoveryRequest{TypeUrl: g.Type().URL})
 	}
 	s.tracker.types = s.types
 	s.cache = newResourceCache(gens, func(t ResourceType, name string, err error) {
 		s.log.Error("xds: cannot marshal resource", "type", t.Short, "name", name, "err", err)
 	})
-	s.xds = s.newProtocolServer()
 	return s
 }
 
@@ -296,18 +287,13 @@ func (s *Server) Push(req push.Request) {
 	}
 }
 
-// startWatch answers a new watch at once when the client lacks something,
-// else indexes it to wait for a change; it returns the cancel function.
-func (s *Server) startWatch(w *watch) func() {
-	w.wildcard = isWildcard(s.types[w.typ], &w.client, w.sub.IsWildcard())
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// startWatch makes w its type's watch on its stream and answers it at
+// once when the client lacks something, else indexes it to wait for a
+// change. s.mu is held.
+func (s *Server) startWatch(w *watch) {
+	w.wildcard = isWildcard(s.types[w.typ], &w.client, w.ts.sub.wildcard)
+	w.ts.watch = w
 	s.evaluate(w, time.Time{})
-	return func() {
-		s.mu.Lock()
-		s.finish(w)
-		s.mu.Unlock()
-	}
 }
 
 // isWildcard: only non-gRPC clients may subscribe to everything, and
@@ -329,23 +315,15 @@ func (s *Server) evaluate(w *watch, change time.Time) (sent bool) {
 		return false
 	}
 	deps := depCollector{kindsOnly: w.wildcard}
-	if w.ch != nil {
-		if r := s.sotw(w, change, &deps); r != nil {
-			s.finish(w)
-			select {
-			case w.ch <- r:
-			default: // cannot happen: one response per watch
-				s.log.Error("xds: response dropped", "client", w.client.ID, "type", s.types[w.typ].Short)
-			}
-			return true
-		}
-	} else if r := s.delta(w, change, &deps); r != nil {
+	var r *response
+	if w.delta {
+		r = s.delta(w, change, &deps)
+	} else {
+		r = s.sotw(w, change, &deps)
+	}
+	if r != nil {
 		s.finish(w)
-		select {
-		case w.dch <- r:
-		default:
-			s.log.Error("xds: delta response dropped", "client", w.client.ID, "type", s.types[w.typ].Short)
-		}
+		w.stream.enqueue(w.ts, r)
 		return true
 	}
 	s.reindex(w, &deps)
@@ -378,9 +356,10 @@ func slicesEqual(a, b []model.ConfigKey) bool {
 	return true
 }
 
-// finish takes a watch out of the index for good. s.mu is held.
+// finish takes a watch out of the index for good (nil: none). s.mu is
+// held.
 func (s *Server) finish(w *watch) {
-	if w.done {
+	if w == nil || w.done {
 		return
 	}
 	w.done = true

@@ -1,40 +1,20 @@
 package xds
 
 import (
-	"maps"
-	"slices"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
-
-// CreateWatch implements go-control-plane's cache.ConfigWatcher for
-// state-of-the-world streams.
-func (s *Server) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
-	t, ok := s.typeOf(req.GetTypeUrl())
-	if !ok {
-		// A type meshpilot does not serve (secrets, runtime, ...): say
-		// once that there is nothing, rather than end the stream.
-		if req.GetResponseNonce() == "" {
-			ch <- &sotwResponse{req: req, out: &discovery.DiscoveryResponse{
-				VersionInfo: s.nextVersion(), TypeUrl: req.GetTypeUrl(),
-			}, returned: map[string]string{}}
-		}
-		return func() {}, nil
-	}
-	return s.startWatch(&watch{typ: t, client: s.client(req.GetNode()), sub: sub, ch: ch, initial: req.GetResponseNonce() == ""}), nil
-}
 
 // names returns what a watch covers: its subscribed names, and for a
 // wildcard subscription everything of the type too. A name subscribed
 // explicitly stays covered when its resource goes, so that a wildcard
 // client that named it is told of the removal. s.mu is held.
 func (s *Server) names(w *watch) []string {
-	subscribed := w.sub.SubscribedResources()
+	subscribed := w.ts.sub.names
 	if !w.wildcard {
-		return slices.Sorted(maps.Keys(subscribed))
+		return subscribed
 	}
 	all := s.cache.gens[w.typ].AllNames()
 	if len(subscribed) == 0 {
@@ -44,7 +24,7 @@ func (s *Server) names(w *watch) []string {
 	for _, n := range all {
 		seen[n] = struct{}{}
 	}
-	for n := range subscribed {
+	for _, n := range subscribed {
 		if _, ok := seen[n]; !ok {
 			all = append(all, n)
 		}
@@ -57,8 +37,8 @@ func (s *Server) names(w *watch) []string {
 // depend on. Responses of full-state types (listeners, clusters) carry
 // every subscribed resource (a missing one means deleted); the others
 // carry only those that changed. s.mu is held.
-func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwResponse {
-	returned := w.sub.ReturnedResources()
+func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response {
+	returned := w.ts.sub.returned
 	names := s.names(w)
 	deps.reserve(len(names))
 	full := s.types[w.typ].FullState || w.wildcard
@@ -103,9 +83,8 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *sotwRespo
 			res[i] = e.any
 		}
 	}
-	return &sotwResponse{
-		req: s.sotwRequests[w.typ],
-		out: &discovery.DiscoveryResponse{
+	return &response{
+		sotw: &discovery.DiscoveryResponse{
 			VersionInfo: s.nextVersion(),
 			Resources:   res,
 			TypeUrl:     s.types[w.typ].URL,

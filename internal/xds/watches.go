@@ -1,24 +1,21 @@
 package xds
 
-import (
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-
-	"github.com/meshpilot/meshpilot/internal/model"
-)
+import "github.com/meshpilot/meshpilot/internal/model"
 
 // watch is one open request of one stream for one type: the stream waits
 // for at most one response to it. Its fields after the first group are
 // guarded by Server.mu.
 //
 // A watch keeps nothing of the request that opened it but whether it
-// answers no earlier response: the subscription (sub) holds the names,
-// and a request's own copy of them would be a second copy per stream.
+// answers no earlier response: the type's subscription (ts.sub) holds
+// the names, and a request's own copy of them would be a second copy per
+// stream.
 type watch struct {
 	typ    int // index of the type's generator
 	client Client
-	sub    cache.Subscription
-	ch     chan cache.Response      // state of the world
-	dch    chan cache.DeltaResponse // delta
+	stream *xdsStream
+	ts     *typeState
+	delta  bool
 	// initial: the request acknowledged no response (an empty nonce),
 	// so the client is answered even when it lacks nothing.
 	initial bool

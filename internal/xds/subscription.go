@@ -1,0 +1,128 @@
+package xds
+
+import "slices"
+
+// subscription is what a stream subscribes to of one type and what it
+// was last sent of it, by go-control-plane's rules (its
+// pkg/server/stream/v3 Subscription), which meshpilot's clients have
+// been served by:
+//
+//   - Legacy wildcard: a first request that names nothing subscribes to
+//     everything, and so do the requests after it that name nothing,
+//     until one names something; from then on only "*" means
+//     everything.
+//   - State of the world: a request replaces the subscription; names it
+//     drops leave what the stream was sent unless "*" is among them.
+//   - Delta: requests add and remove names; a name unsubscribed while
+//     subscribed under the wildcard is marked "" (the client is told
+//     whether it still exists), any other is forgotten.
+//
+// Not safe for concurrent use: the stream serialises requests, and a
+// watch reads its type's subscription only while no request or send of
+// that type can change it (stream.go).
+type subscription struct {
+	// names are the subscribed names, sorted and distinct, without "*".
+	names    []string
+	wildcard bool
+	// legacy: no request named anything yet.
+	legacy bool
+	// returned is what the stream was sent (name to version), or for
+	// delta what the client said it holds when it reconnected.
+	returned map[string]string
+}
+
+const wildcardName = "*"
+
+func newSotwSubscription(names []string) subscription {
+	s := subscription{wildcard: len(names) == 0, legacy: true, returned: map[string]string{}}
+	s.setSotw(names)
+	return s
+}
+
+// setSotw applies a state-of-the-world request's names.
+func (s *subscription) setSotw(names []string) {
+	if s.legacy {
+		if len(names) == 0 {
+			return
+		}
+		s.legacy = false
+	}
+	explicit := slices.Contains(names, wildcardName)
+	s.names = subscribedNames(s.names, names)
+	if !explicit {
+		for n := range s.returned {
+			if !s.has(n) {
+				delete(s.returned, n)
+			}
+		}
+	}
+	s.wildcard = explicit
+}
+
+func newDeltaSubscription(subscribe, unsubscribe []string, initial map[string]string) subscription {
+	s := subscription{wildcard: len(subscribe) == 0, legacy: true, returned: initial}
+	if s.returned == nil {
+		s.returned = map[string]string{}
+	}
+	s.updateDelta(subscribe, unsubscribe)
+	return s
+}
+
+// updateDelta applies a delta request's subscribe and unsubscribe lists.
+func (s *subscription) updateDelta(subscribe, unsubscribe []string) {
+	if s.legacy {
+		if len(subscribe) == 0 {
+			return
+		}
+		s.legacy = false
+	}
+	added := false
+	for _, n := range subscribe {
+		if n == wildcardName {
+			s.wildcard = true
+		} else if !s.has(n) {
+			s.names = append(s.names, n)
+			added = true
+		}
+	}
+	if added {
+		slices.Sort(s.names)
+		s.names = slices.Compact(s.names)
+	}
+	for _, n := range unsubscribe {
+		if n == wildcardName {
+			s.wildcard = false
+			continue
+		}
+		i, ok := slices.BinarySearch(s.names, n)
+		if ok && s.wildcard {
+			s.returned[n] = ""
+		} else {
+			delete(s.returned, n)
+		}
+		if ok {
+			s.names = slices.Delete(s.names, i, i+1)
+		}
+	}
+}
+
+func (s *subscription) has(name string) bool {
+	_, ok := slices.BinarySearch(s.names, name)
+	return ok
+}
+
+// subscribedNames returns names sorted and distinct without "*": prev when
+// that is what it holds already (an ACK repeats its names), so that a
+// stream keeps one copy of them.
+func subscribedNames(prev, names []string) []string {
+	if slices.Equal(prev, names) {
+		return prev
+	}
+	out := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == wildcardName })
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if slices.Equal(prev, out) {
+		return prev
+	}
+	return slices.Clip(out)
+}
