@@ -2,7 +2,6 @@ package xds
 
 import (
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -140,58 +139,6 @@ func (s *entrySet) each(f func(*slot)) {
 	}
 }
 
-// slotSet is the slots indexed under one model key. Most keys index a
-// few (a service's own resources, one per type and variant), a few index
-// thousands (the mesh settings every route reads): a slice up to
-// slotSetLinear, a map beyond, since a map costs a couple of hundred
-// bytes however little it holds, more than the few entries it indexes.
-type slotSet struct {
-	few  []*slot
-	many map[*slot]struct{} // once more than slotSetLinear; few is nil then
-}
-
-const slotSetLinear = 8
-
-func (s *slotSet) add(sl *slot) {
-	switch {
-	case s.many != nil:
-		s.many[sl] = struct{}{}
-	case slices.Contains(s.few, sl):
-	case len(s.few) < slotSetLinear:
-		s.few = append(s.few, sl)
-	default:
-		s.many = make(map[*slot]struct{}, 2*slotSetLinear)
-		for _, o := range s.few {
-			s.many[o] = struct{}{}
-		}
-		s.many[sl] = struct{}{}
-		s.few = nil
-	}
-}
-
-func (s *slotSet) remove(sl *slot) {
-	if s.many != nil {
-		delete(s.many, sl)
-		return
-	}
-	if i := slices.Index(s.few, sl); i >= 0 {
-		last := len(s.few) - 1
-		s.few[i], s.few[last] = s.few[last], nil
-		s.few = s.few[:last]
-	}
-}
-
-func (s *slotSet) len() int { return len(s.few) + len(s.many) }
-
-func (s *slotSet) each(f func(*slot)) {
-	for _, sl := range s.few {
-		f(sl)
-	}
-	for sl := range s.many {
-		f(sl)
-	}
-}
-
 // resourceCache holds the generated resources of every type by name and
 // client variant, and finds them by the model keys they were built from.
 // Generation happens on a miss, so a resource costs nothing until a client
@@ -207,7 +154,9 @@ type resourceCache struct {
 	// name.
 	byName []map[string]*entrySet
 	// byDep finds the slots of the cached entries built from a model key.
-	byDep map[model.ConfigKey]*slotSet
+	// Most keys index a few (a service's own resources, one per type and
+	// variant), a few thousands (the mesh settings every route reads).
+	byDep map[model.ConfigKey]*smallSet[*slot]
 	// marshals counts the resources marshalled (Stats.Marshals).
 	marshals uint64
 	// onError is told of a resource that cannot be marshalled.
@@ -226,7 +175,7 @@ type resourceCache struct {
 }
 
 func newResourceCache(gens []Generator, onError func(ResourceType, string, error)) *resourceCache {
-	c := &resourceCache{gens: gens, byDep: map[model.ConfigKey]*slotSet{}, onError: onError}
+	c := &resourceCache{gens: gens, byDep: map[model.ConfigKey]*smallSet[*slot]{}, onError: onError}
 	c.byName = make([]map[string]*entrySet, len(gens))
 	for i := range c.byName {
 		c.byName[i] = map[string]*entrySet{}
@@ -304,7 +253,7 @@ func (c *resourceCache) index(sl *slot, deps []model.ConfigKey) {
 	for _, k := range deps {
 		s := c.byDep[k]
 		if s == nil {
-			s = &slotSet{}
+			s = &smallSet[*slot]{}
 			c.byDep[k] = s
 		}
 		s.add(sl)
