@@ -117,10 +117,11 @@ func readGoMemory(ctx context.Context, url string) (*GoMemory, error) {
 	return g, nil
 }
 
-// accounted is the part of the anonymous RSS the runtime accounts for:
-// the heap's spans in use and the free ones it keeps, stacks, and its
-// own structures.
-func (g *GoMemory) accounted() int64 { return g.HeapInuse + g.HeapFree + g.Stacks + g.Runtime }
+// heapAndStacks is the part of the anonymous RSS the runtime accounts
+// for page by page: the heap's spans in use and the free ones it keeps,
+// and stacks. What the RSS holds beyond it is mostly the runtime's own
+// structures, the resident part of Runtime.
+func (g *GoMemory) heapAndStacks() int64 { return g.HeapInuse + g.HeapFree + g.Stacks }
 
 // writeGoMemoryTable prints the Go runtime's breakdown of each phase's
 // anonymous RSS, for the phases that have one.
@@ -136,7 +137,7 @@ func writeGoMemoryTable(out io.Writer, phases []Phase) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "Go memory after (MiB)\tanon\theap in use\tof it live\theap free kept\tstacks\truntime\tanon less these\tGC goal\treleased\t")
+	fmt.Fprintln(tw, "Go memory after (MiB)\tanon\theap in use\tof it live\theap free kept\tstacks\tanon beyond these\truntime reserved\tGC goal\treleased\t")
 	for _, p := range rows {
 		g := p.GoMemory
 		live := "-"
@@ -144,9 +145,9 @@ func writeGoMemoryTable(out io.Writer, phases []Phase) {
 			live = fmt.Sprintf("%.1f", mib(g.HeapLive))
 		}
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.Name, mib(p.RSSAnon),
-			mib(g.HeapInuse), live, mib(g.HeapFree), mib(g.Stacks), mib(g.Runtime),
-			mib(p.RSSAnon-g.accounted()), mib(g.GCGoal), mib(g.HeapReleased))
+			mib(g.HeapInuse), live, mib(g.HeapFree), mib(g.Stacks), mib(p.RSSAnon-g.heapAndStacks()),
+			mib(g.Runtime), mib(g.GCGoal), mib(g.HeapReleased))
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "(heap in use: spans holding objects, live or garbage; of it live: marked by the last collection; heap free kept: idle, not released to the OS; runtime: its own structures, reserved, not all resident)")
+	fmt.Fprintln(out, "(heap in use: spans holding objects, live or garbage; of it live: marked by the last collection; heap free kept: idle, not released to the OS; anon beyond these: mostly the resident part of the runtime's own structures, which it reserves in full)")
 }

@@ -77,8 +77,8 @@ func TestReadGoMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.HeapLive != 14<<20 || g.accounted() != (22+2+4.5+6)*(1<<20) {
-		t.Errorf("got %+v, accounted %d", *g, g.accounted())
+	if g.HeapLive != 14<<20 || g.heapAndStacks() != (22+2+4.5)*(1<<20) {
+		t.Errorf("got %+v, heap and stacks %d", *g, g.heapAndStacks())
 	}
 	srv.Close()
 	if _, err := readGoMemory(t.Context(), srv.URL); err == nil {
@@ -87,7 +87,7 @@ func TestReadGoMemory(t *testing.T) {
 }
 
 // TestGoMemoryTable: a row per phase with a breakdown, its anonymous RSS
-// beside the runtime's parts and what they leave unaccounted; phases
+// beside the runtime's parts and what the RSS holds beyond them; phases
 // without one left out, and no table at all without any.
 func TestGoMemoryTable(t *testing.T) {
 	g, err := parseGoMemory(strings.NewReader(goMemoryPage()))
@@ -110,10 +110,10 @@ func TestGoMemoryTable(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		// anon, heap in use, live, free kept, stacks, runtime, anon
-		// less these, goal, released
-		"sync":  "30.0 22.0 - 2.0 4.5 6.0 -4.5 29.0 5.0",
-		"churn": "36.0 22.0 14.0 2.0 4.5 6.0 1.5 29.0 5.0",
+		// anon, heap in use, live, free kept, stacks, anon beyond
+		// these, runtime reserved, goal, released
+		"sync":  "30.0 22.0 - 2.0 4.5 1.5 6.0 29.0 5.0",
+		"churn": "36.0 22.0 14.0 2.0 4.5 7.5 6.0 29.0 5.0",
 	} {
 		if got := strings.Join(rows[name], " "); got != want {
 			t.Errorf("row %s: %q, want %q\n%s", name, got, want, out.String())
