@@ -24,7 +24,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 	covered := make(map[string]struct{}, len(names))
 	for _, n := range names {
 		covered[n] = struct{}{}
-		e := s.resource(w.typ, &w.client, n, deps)
+		e := s.resource(w.typ, w.client, n, deps)
 		prev, had := returned[n]
 		if e.exists() {
 			holds = append(holds, e)

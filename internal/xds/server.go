@@ -291,7 +291,7 @@ func (s *Server) Push(req push.Request) {
 // once when the client lacks something, else indexes it to wait for a
 // change. s.mu is held.
 func (s *Server) startWatch(w *watch) {
-	w.wildcard = isWildcard(s.types[w.typ], &w.client, w.ts.sub.wildcard)
+	w.wildcard = isWildcard(s.types[w.typ], w.client, w.ts.sub.wildcard)
 	w.ts.watch = w
 	s.evaluate(w, time.Time{})
 }

@@ -48,7 +48,7 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 	var res []*anypb.Any
 	holds := make([]*entry, 0, len(names)) // what the client holds once it has the response
 	for _, n := range names {
-		e := s.resource(w.typ, &w.client, n, deps)
+		e := s.resource(w.typ, w.client, n, deps)
 		prev, had := returned[n]
 		if e.exists() {
 			holds = append(holds, e)

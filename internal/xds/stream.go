@@ -56,9 +56,10 @@ type xdsStream struct {
 	// defaultType is the per-type service's type URL; empty for ADS.
 	defaultType string
 	// node and client are the handler goroutine's alone: the latest node
-	// named, and what it says of the client.
+	// named, and what it says of the client (clientNode's; never changed,
+	// shared by the stream's watches).
 	node       *core.Node
-	client     Client
+	client     *Client
 	clientNode *core.Node
 
 	// mu guards what follows, and every typeState's sub, nonce and
@@ -168,9 +169,10 @@ func (st *xdsStream) typeURL(url string) (string, error) {
 }
 
 // clientOf is the client the stream's node describes.
-func (st *xdsStream) clientOf(node *core.Node) Client {
-	if node != st.clientNode {
-		st.client, st.clientNode = st.srv.client(node), node
+func (st *xdsStream) clientOf(node *core.Node) *Client {
+	if node != st.clientNode || st.client == nil {
+		c := st.srv.client(node)
+		st.client, st.clientNode = &c, node
 	}
 	return st.client
 }

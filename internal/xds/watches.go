@@ -11,8 +11,10 @@ import "github.com/meshpilot/meshpilot/internal/model"
 // the names, and a request's own copy of them would be a second copy per
 // stream.
 type watch struct {
-	typ    int // index of the type's generator
-	client Client
+	typ int // index of the type's generator
+	// client is shared by the stream's watches and never changed: a
+	// new node makes a new one (xdsStream.clientOf).
+	client *Client
 	stream *xdsStream
 	ts     *typeState
 	delta  bool
