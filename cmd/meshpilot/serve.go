@@ -195,6 +195,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	cfg = kubeclient.Uncompressed(cfg) // its own cluster's API server is near
 	if err := kubeclient.Check(ctx, cfg); err != nil {
 		return err
 	}
