@@ -3,12 +3,16 @@ package xds
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // BenchmarkStreamHeap: the heap an open ADS stream costs, measured after
@@ -77,6 +81,84 @@ func BenchmarkStreamHeap(b *testing.B) {
 		b.ReportMetric(float64(after-before)/streams, "B/stream")
 		scancel()
 		awaitStats(b, ts.Server, func(s Stats) bool { return s.Watches == 2 }, "the streams closed")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkConvergedStreamHeap: the server's heap per converged client,
+// as meshbench's clients are at "converged": 2000 gRPC clients on 200
+// services, each subscribed to 5 of them by LDS, RDS, CDS and EDS (20
+// resources), every response ACKed. The streams are in-memory
+// (memstream_test.go), so the figure is meshpilot's own state per
+// stream (stream, subscriptions, watches and their index, client
+// state, node) without grpc-go's per-stream objects (TestStreamCost's
+// idle stream has them) and without any client side. A warm stream
+// holds every resource for the whole run: shared resources are not the
+// streams' cost.
+func BenchmarkConvergedStreamHeap(b *testing.B) {
+	const services, clients, perClient = 200, 2000, 5
+	st := benchModel(services, 5)
+	s := NewServer(Options{Discovery: st})
+	converge := func(c *memStream, node *core.Node, listeners []string) {
+		b.Helper()
+		var routes []string
+		for _, l := range listeners {
+			host, _, _ := strings.Cut(l, ":")
+			routes = append(routes, model.ClusterName(8080, "", model.Hostname(host+".default.svc.cluster.local")))
+		}
+		slices.Sort(routes)
+		for i, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+			names := routes
+			if i == 0 {
+				names = listeners
+			}
+			req := &discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: slices.Clone(names)}
+			if i == 0 {
+				req.Node = node
+			}
+			c.request(b, req)
+			r := <-c.sent
+			if len(r.GetResources()) != len(names) {
+				b.Fatalf("%s: %d resources, want %d", typ, len(r.GetResources()), len(names))
+			}
+			c.ack(b, r, slices.Clone(names))
+		}
+	}
+	listenersOf := func(i int) []string {
+		var out []string
+		for k := range perClient {
+			out = append(out, fmt.Sprintf("svc-%d:8080", (i*perClient+k*7)%services))
+		}
+		slices.Sort(out)
+		return out
+	}
+	var all []string
+	for i := range services {
+		all = append(all, fmt.Sprintf("svc-%d:8080", i))
+	}
+	slices.Sort(all)
+	warm := openMemStream(b, s)
+	defer warm.close()
+	converge(warm, grpcNode("warm", "default"), all)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		before := heapAfterGC()
+		b.StartTimer()
+		cs := make([]*memStream, clients)
+		for i := range cs {
+			cs[i] = openMemStream(b, s)
+			ip := fmt.Sprintf("10.0.%d.%d", i/250, 1+i%250)
+			node := xdstest.GRPCNode(xdstest.NodeOptions{ID: xdstest.SidecarID(ip, fmt.Sprint("bench-client-", i), "default"), Namespace: "default"})
+			converge(cs[i], node, listenersOf(i))
+		}
+		b.StopTimer()
+		after := heapAfterGC()
+		b.ReportMetric(float64(after-before)/clients, "B/client")
+		for _, c := range cs {
+			c.close()
+		}
 		b.StartTimer()
 	}
 }
