@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"maps"
 	"slices"
 	"time"
 
@@ -14,10 +13,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 	returned := w.ts.sub.returned
 	names := s.names(w)
 	deps.reserve(len(names))
-	next := maps.Clone(returned)
-	if next == nil {
-		next = map[string]string{}
-	}
+	updated := newVersionMapBuilder(0)
 	var res []*discovery.Resource
 	var removed []string
 	var holds []*entry
@@ -25,17 +21,16 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 	for _, n := range names {
 		covered[n] = struct{}{}
 		e := s.resource(w.typ, w.client, n, deps)
-		prev, had := returned[n]
+		prev, had := returned.get(n)
 		if e.exists() {
 			holds = append(holds, e)
 		}
 		switch {
 		case e.exists() && prev != e.version:
 			res = append(res, e.delta)
-			next[n] = e.version
+			updated.add(n, e.version)
 		case !e.exists() && had && prev != "":
 			removed = append(removed, n)
-			delete(next, n)
 		}
 	}
 	if w.wildcard {
@@ -44,10 +39,9 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		// wildcard: the subscription marks it (subscription.go) so that
 		// the client is told whether it still exists, and here it does
 		// not.
-		for n := range returned {
-			if _, ok := covered[n]; !ok {
-				removed = append(removed, n)
-				delete(next, n)
+		for _, p := range returned {
+			if _, ok := covered[p.name]; !ok {
+				removed = append(removed, p.name)
 			}
 		}
 	}
@@ -62,6 +56,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		return nil
 	}
 	slices.Sort(removed)
+	next := returned.updated(updated.done(), removed)
 	return &response{
 		delta: &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: s.nextVersion(),

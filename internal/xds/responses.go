@@ -15,7 +15,7 @@ type response struct {
 	delta *discovery.DeltaDiscoveryResponse
 	// returned is what the stream holds of the type once it is sent
 	// (name to version): the subscription's returned resources.
-	returned map[string]string
+	returned versionMap
 	// change is when the model change that caused the response reached
 	// meshpilot (zero if none); holds is every resource of the type the
 	// client holds once it accepts the response, which keeps them cached

@@ -44,12 +44,12 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 	full := s.types[w.typ].FullState || w.wildcard
 	initial := w.initial
 	changed := initial
-	next := make(map[string]string, len(names))
+	next := newVersionMapBuilder(len(names))
 	var res []*anypb.Any
 	holds := make([]*entry, 0, len(names)) // what the client holds once it has the response
 	for _, n := range names {
 		e := s.resource(w.typ, w.client, n, deps)
-		prev, had := returned[n]
+		prev, had := returned.get(n)
 		if e.exists() {
 			holds = append(holds, e)
 			if prev != e.version {
@@ -62,14 +62,15 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 			changed = true // asked for, does not exist: say so at once
 		}
 		if e.exists() || full {
-			next[n] = e.version
+			next.add(n, e.version)
 		} else if had {
-			next[n] = prev
+			next.add(n, prev)
 		}
 	}
+	returnedNext := next.done()
 	if w.wildcard {
-		for n := range returned {
-			if _, ok := next[n]; !ok {
+		for _, p := range returned {
+			if _, ok := returnedNext.get(p.name); !ok {
 				changed = true // gone from the wildcard set
 			}
 		}
@@ -89,7 +90,7 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 			Resources:   res,
 			TypeUrl:     s.types[w.typ].URL,
 		},
-		returned: next,
+		returned: returnedNext,
 		change:   change,
 		holds:    holds,
 	}

@@ -224,7 +224,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		// A type meshpilot does not serve (secrets, runtime, ...): say
 		// once that there is nothing, rather than end the stream.
 		if initial {
-			st.enqueue(ts, &response{sotw: &discovery.DiscoveryResponse{VersionInfo: s.nextVersion(), TypeUrl: url}, returned: map[string]string{}})
+			st.enqueue(ts, &response{sotw: &discovery.DiscoveryResponse{VersionInfo: s.nextVersion(), TypeUrl: url}})
 		}
 		return nil
 	}

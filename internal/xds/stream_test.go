@@ -36,7 +36,7 @@ func TestSendOrder(t *testing.T) {
 			st := s.newStream(streamKey{id: 1}, nil, "")
 			for _, url := range c.pending {
 				ts := st.addType(url)
-				ts.pending = &response{sotw: &discovery.DiscoveryResponse{TypeUrl: url}, returned: map[string]string{url: "v"}}
+				ts.pending = &response{sotw: &discovery.DiscoveryResponse{TypeUrl: url}, returned: versionMap{{url, "v"}}}
 			}
 			var got []string
 			for {
@@ -44,7 +44,8 @@ func TestSendOrder(t *testing.T) {
 				if r == nil {
 					break
 				}
-				if want := fmt.Sprint(len(got) + 1); r.sotw.GetNonce() != want || ts.nonce != want || ts.sub.returned[ts.url] != "v" {
+				v, ok := ts.sub.returned.get(ts.url)
+				if want := fmt.Sprint(len(got) + 1); r.sotw.GetNonce() != want || ts.nonce != want || !ok || v != "v" {
 					t.Fatalf("%s: nonce %q (type's %q), returned %v, want nonce %s", ts.url, r.sotw.GetNonce(), ts.nonce, ts.sub.returned, want)
 				}
 				got = append(got, ts.url)

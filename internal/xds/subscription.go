@@ -28,13 +28,13 @@ type subscription struct {
 	legacy bool
 	// returned is what the stream was sent (name to version), or for
 	// delta what the client said it holds when it reconnected.
-	returned map[string]string
+	returned versionMap
 }
 
 const wildcardName = "*"
 
 func newSotwSubscription(names []string) subscription {
-	s := subscription{wildcard: len(names) == 0, legacy: true, returned: map[string]string{}}
+	s := subscription{wildcard: len(names) == 0, legacy: true}
 	s.setSotw(names)
 	return s
 }
@@ -50,20 +50,13 @@ func (s *subscription) setSotw(names []string) {
 	explicit := slices.Contains(names, wildcardName)
 	s.names = subscribedNames(s.names, names)
 	if !explicit {
-		for n := range s.returned {
-			if !s.has(n) {
-				delete(s.returned, n)
-			}
-		}
+		s.returned.keepOnly(s.has)
 	}
 	s.wildcard = explicit
 }
 
 func newDeltaSubscription(subscribe, unsubscribe []string, initial map[string]string) subscription {
-	s := subscription{wildcard: len(subscribe) == 0, legacy: true, returned: initial}
-	if s.returned == nil {
-		s.returned = map[string]string{}
-	}
+	s := subscription{wildcard: len(subscribe) == 0, legacy: true, returned: versionMapOf(initial)}
 	s.updateDelta(subscribe, unsubscribe)
 	return s
 }
@@ -96,9 +89,9 @@ func (s *subscription) updateDelta(subscribe, unsubscribe []string) {
 		}
 		i, ok := slices.BinarySearch(s.names, n)
 		if ok && s.wildcard {
-			s.returned[n] = ""
+			s.returned.set(n, "")
 		} else {
-			delete(s.returned, n)
+			s.returned.remove(n)
 		}
 		if ok {
 			s.names = slices.Delete(s.names, i, i+1)
