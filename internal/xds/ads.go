@@ -153,23 +153,24 @@ type clientRequest struct {
 // request refuses a request beyond the limits (limits.go), or of a node
 // its client is not entitled to be (identity.go), which ends the stream;
 // it records who is on a stream and what it asks for, and
-// logs and counts NACKs.
-func (s *Server) request(req clientRequest) error {
+// logs and counts NACKs. subscribed is the type's subscribed names as
+// the client state keeps them (requestResult.names).
+func (s *Server) request(req clientRequest) (subscribed []string, err error) {
 	k := streamKey{req.stream, req.delta}
 	if err := s.limits.check(req.names, req.unsubscribe, req.node); err != nil {
 		nodeID := req.node.GetId()
 		if req.node == nil {
 			nodeID = s.tracker.nodeID(k)
 		}
-		return s.refuse(k.name(), nodeID, req.typeURL, err)
+		return nil, s.refuse(k.name(), nodeID, req.typeURL, err)
 	}
 	if err := s.authorizeStream(k, k.name(), req.node); err != nil {
-		return err
+		return nil, err
 	}
 	r := s.tracker.request(req)
 	if req.delta {
 		if err := s.limits.checkSubscribed(r.subscribed); err != nil {
-			return s.refuse(k.name(), r.nodeID, req.typeURL, err)
+			return nil, s.refuse(k.name(), r.nodeID, req.typeURL, err)
 		}
 	}
 	if r.nack {
@@ -178,7 +179,7 @@ func (s *Server) request(req clientRequest) error {
 			"type", s.tracker.shortType(req.typeURL), "version", req.version, "nonce", req.nonce,
 			"error", req.nack.GetMessage())
 	}
-	return nil
+	return r.names, nil
 }
 
 // name names the stream in logs as /debug/syncz numbers it.

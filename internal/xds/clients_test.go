@@ -230,7 +230,7 @@ func TestRequestSharesSubscribedStrings(t *testing.T) {
 	c := newClientTracker(nil)
 	c.open(1, false, 0)
 	c.request(clientRequest{stream: 1, node: grpcNode("n", "default"), typeURL: ClusterType, names: []string{ratings, reviews}})
-	subscribed := c.clients[streamKey{1, false}].Types[ClusterType].Subscribed
+	subscribed := c.clients[streamKey{1, false}].findType(ClusterType).Subscribed
 	for _, tc := range []struct {
 		name  string
 		names []string
@@ -244,7 +244,7 @@ func TestRequestSharesSubscribedStrings(t *testing.T) {
 				names[i] = strings.Clone(n)
 			}
 			c.request(clientRequest{stream: 1, typeURL: ClusterType, names: names})
-			ts := c.clients[streamKey{1, false}].Types[ClusterType]
+			ts := c.clients[streamKey{1, false}].findType(ClusterType)
 			if !slices.Equal(ts.Subscribed, subscribed) || unsafe.SliceData(ts.Subscribed) != unsafe.SliceData(subscribed) {
 				t.Fatalf("subscription copied or changed: %v", ts.Subscribed)
 			}

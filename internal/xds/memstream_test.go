@@ -75,7 +75,7 @@ func (m *memStream) held() []*entry {
 	m.srv.tracker.mu.Lock()
 	defer m.srv.tracker.mu.Unlock()
 	var out []*entry
-	for _, ts := range m.srv.tracker.clients[m.key].Types {
+	for _, ts := range m.srv.tracker.clients[m.key].types {
 		out = append(out, ts.held...)
 	}
 	return out

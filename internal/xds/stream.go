@@ -190,10 +190,11 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		return err
 	}
 	req.TypeUrl = url
-	if err := s.request(clientRequest{
+	subscribed, err := s.request(clientRequest{
 		stream: st.key.id, node: req.GetNode(), typeURL: url, names: req.GetResourceNames(),
 		version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	initial := req.GetResponseNonce() == ""
@@ -203,7 +204,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	ts := st.typeState(url)
 	if ts == nil {
 		ts = st.addType(url)
-		ts.sub = newSotwSubscription(req.GetResourceNames())
+		ts.sub = newSotwSubscription(req.GetResourceNames(), subscribed)
 	} else {
 		if ts.nonce != "" && req.GetResponseNonce() != ts.nonce {
 			st.mu.Unlock()
@@ -217,7 +218,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		// was not sent: the request replaces it.
 		s.finish(ts.watch)
 		ts.pending = nil
-		ts.sub.setSotw(req.GetResourceNames())
+		ts.sub.setSotw(req.GetResourceNames(), subscribed)
 	}
 	st.mu.Unlock()
 	if ts.typ < 0 {
@@ -240,7 +241,7 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 		return err
 	}
 	req.TypeUrl = url
-	if err := s.request(clientRequest{
+	if _, err := s.request(clientRequest{
 		stream: st.key.id, delta: true, node: req.GetNode(), typeURL: url,
 		names: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
 		nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),

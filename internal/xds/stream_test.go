@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -168,4 +169,38 @@ func TestSenderOnlyWhileSending(t *testing.T) {
 		}
 	}
 	idle("once the push is sent")
+}
+
+// TestSubscriptionSharesClientStateNames: a stream keeps one list of a
+// type's subscribed names, the client state's, not a copy in its
+// subscription too; whatever the request's order and repeats.
+func TestSubscriptionSharesClientStateNames(t *testing.T) {
+	s := NewServer(Options{Discovery: baseStore()})
+	c := openMemStream(t, s)
+	defer c.close()
+	c.request(t, &discovery.DiscoveryRequest{Node: grpcNode("n", "default"), TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	last := <-c.sent
+	for _, names := range [][]string{{reviews, ratings}, {ratings, reviews}, {ratings}, {ratings, ratings}} {
+		c.ack(t, last, names)
+		// The stream sends what a request's watch answers before the
+		// request returns.
+		select {
+		case last = <-c.sent:
+		default:
+		}
+		s.mu.Lock()
+		c.mu.Lock()
+		sub := c.typeState(ClusterType).sub.names
+		c.mu.Unlock()
+		s.mu.Unlock()
+		s.tracker.mu.Lock()
+		tracked := s.tracker.clients[c.key].findType("CDS").Subscribed
+		s.tracker.mu.Unlock()
+		if want := slices.Compact(slices.Sorted(slices.Values(names))); !slices.Equal(sub, want) {
+			t.Fatalf("%v: subscribed %v, want %v", names, sub, want)
+		}
+		if slices.Equal(tracked, sub) && unsafe.SliceData(sub) != unsafe.SliceData(tracked) {
+			t.Errorf("%v: the subscription holds a copy of the client state's names", names)
+		}
+	}
 }

@@ -33,14 +33,17 @@ type subscription struct {
 
 const wildcardName = "*"
 
-func newSotwSubscription(names []string) subscription {
+func newSotwSubscription(names, sorted []string) subscription {
 	s := subscription{wildcard: len(names) == 0, legacy: true}
-	s.setSotw(names)
+	s.setSotw(names, sorted)
 	return s
 }
 
-// setSotw applies a state-of-the-world request's names.
-func (s *subscription) setSotw(names []string) {
+// setSotw applies a state-of-the-world request's names. sorted, when
+// not nil, is names sorted and distinct without "*", never modified:
+// the client state's (clients.go), which the subscription then shares
+// rather than keep a copy of its own.
+func (s *subscription) setSotw(names, sorted []string) {
 	if s.legacy {
 		if len(names) == 0 {
 			return
@@ -48,7 +51,7 @@ func (s *subscription) setSotw(names []string) {
 		s.legacy = false
 	}
 	explicit := slices.Contains(names, wildcardName)
-	s.names = subscribedNames(s.names, names)
+	s.names = subscribedNames(s.names, names, sorted)
 	if !explicit {
 		s.returned.keepOnly(s.has)
 	}
@@ -106,10 +109,16 @@ func (s *subscription) has(name string) bool {
 
 // subscribedNames returns names sorted and distinct without "*": prev when
 // that is what it holds already (an ACK repeats its names), so that a
-// stream keeps one copy of them.
-func subscribedNames(prev, names []string) []string {
+// stream keeps one copy of them, else sorted when given.
+func subscribedNames(prev, names, sorted []string) []string {
 	if slices.Equal(prev, names) {
 		return prev
+	}
+	if sorted != nil && distinct(sorted) {
+		if slices.Equal(prev, sorted) {
+			return prev
+		}
+		return sorted
 	}
 	out := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == wildcardName })
 	slices.Sort(out)
@@ -118,4 +127,14 @@ func subscribedNames(prev, names []string) []string {
 		return prev
 	}
 	return slices.Clip(out)
+}
+
+// distinct: sorted holds no name twice.
+func distinct(sorted []string) bool {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return false
+		}
+	}
+	return true
 }

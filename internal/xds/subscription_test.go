@@ -52,9 +52,9 @@ func TestSubscriptionRules(t *testing.T) {
 				case c.delta:
 					s.updateDelta(st.names, st.unsubscribe)
 				case i == 0:
-					s = newSotwSubscription(st.names)
+					s = newSotwSubscription(st.names, nil)
 				default:
-					s.setSotw(st.names)
+					s.setSotw(st.names, nil)
 				}
 				if !c.delta && i == len(c.steps)-2 && c.returned != nil {
 					s.returned = versionMapOf(c.returned)
