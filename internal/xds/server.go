@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -336,24 +337,12 @@ func (s *Server) reindex(w *watch, deps *depCollector) {
 	if w.wildcard {
 		deps.kinds.add(model.KindService)
 	}
-	if w.indexed && w.kinds == deps.kinds && slicesEqual(w.deps, deps.keys) {
+	if w.indexed && w.kinds == deps.kinds && sameDeps(w.deps, deps.lists) {
 		return
 	}
 	s.watches.remove(w)
-	w.deps, w.kinds = deps.keys, deps.kinds
+	w.deps, w.kinds = slices.Clip(deps.lists), deps.kinds
 	s.watches.add(w)
-}
-
-func slicesEqual(a, b []model.ConfigKey) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // finish takes a watch out of the index for good (nil: none). s.mu is

@@ -1,6 +1,10 @@
 package xds
 
-import "github.com/meshpilot/meshpilot/internal/model"
+import (
+	"slices"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
 
 // watch is one open request of one stream for one type: the stream waits
 // for at most one response to it. Its fields after the first group are
@@ -25,9 +29,12 @@ type watch struct {
 	wildcard bool
 
 	// deps are the model keys of what the watch covers, as of its latest
-	// evaluation; kinds is the set of their kinds (for wildcard watches,
-	// which are found by kind, not by key).
-	deps  []model.ConfigKey
+	// evaluation: each covered resource's list, shared with its cache
+	// entry (entry.deps), rather than a copy of them all per watch (a
+	// kilobyte for a client of five services); a key may be in several.
+	// kinds is the set of their kinds (for wildcard watches, which are
+	// found by kind, not by key).
+	deps  [][]model.ConfigKey
 	kinds kindSet
 	// indexed: the watch is in the watch index; done: it was answered or
 	// cancelled and never will be again.
@@ -64,13 +71,15 @@ func (x *watchIndex) add(w *watch) {
 		x.wildcard[w] = struct{}{}
 		return
 	}
-	for _, k := range w.deps {
-		ws := x.byKey[k]
-		if ws == nil {
-			ws = map[*watch]struct{}{}
-			x.byKey[k] = ws
+	for _, keys := range w.deps {
+		for _, k := range keys {
+			ws := x.byKey[k]
+			if ws == nil {
+				ws = map[*watch]struct{}{}
+				x.byKey[k] = ws
+			}
+			ws[w] = struct{}{}
 		}
-		ws[w] = struct{}{}
 	}
 }
 
@@ -84,11 +93,13 @@ func (x *watchIndex) remove(w *watch) {
 		delete(x.wildcard, w)
 		return
 	}
-	for _, k := range w.deps {
-		if ws := x.byKey[k]; ws != nil {
-			delete(ws, w)
-			if len(ws) == 0 {
-				delete(x.byKey, k)
+	for _, keys := range w.deps {
+		for _, k := range keys {
+			if ws := x.byKey[k]; ws != nil {
+				delete(ws, w)
+				if len(ws) == 0 {
+					delete(x.byKey, k)
+				}
 			}
 		}
 	}
@@ -124,56 +135,44 @@ func (x *watchIndex) all(out map[*watch]struct{}) {
 	}
 }
 
-// depCollector gathers the distinct model keys of the resources a watch
-// covers, in first-seen order, without a map while there are few.
+// depCollector gathers the model keys of the resources a watch covers:
+// each resource's list as its entry holds it, and the kinds of their
+// keys.
 type depCollector struct {
 	// kindsOnly: collect the kinds alone (wildcard watches, found by
 	// kind).
 	kindsOnly bool
-	keys      []model.ConfigKey
-	seen      map[model.ConfigKey]struct{}
+	lists     [][]model.ConfigKey
 	kinds     kindSet
 }
-
-const depCollectorLinear = 16
 
 func (d *depCollector) add(keys []model.ConfigKey) {
 	for _, k := range keys {
 		d.kinds.add(k.Kind)
-		if d.kindsOnly {
-			continue
-		}
-		if d.seen != nil {
-			if _, ok := d.seen[k]; ok {
-				continue
-			}
-			d.seen[k] = struct{}{}
-		} else if d.contains(k) {
-			continue
-		} else if len(d.keys) == depCollectorLinear {
-			d.seen = make(map[model.ConfigKey]struct{}, 2*depCollectorLinear)
-			for _, o := range d.keys {
-				d.seen[o] = struct{}{}
-			}
-			d.seen[k] = struct{}{}
-		}
-		d.keys = append(d.keys, k)
+	}
+	if !d.kindsOnly && len(keys) > 0 {
+		d.lists = append(d.lists, keys)
 	}
 }
 
-// reserve makes room for the keys of n resources, most of which depend
-// on one key.
+// reserve makes room for the lists of n resources.
 func (d *depCollector) reserve(n int) {
-	if !d.kindsOnly && d.keys == nil && n > 0 {
-		d.keys = make([]model.ConfigKey, 0, n)
+	if !d.kindsOnly && d.lists == nil && n > 0 {
+		d.lists = make([][]model.ConfigKey, 0, n)
 	}
 }
 
-func (d *depCollector) contains(k model.ConfigKey) bool {
-	for _, o := range d.keys {
-		if o == k {
-			return true
+// sameDeps: a and b list the same keys in the same lists, which is what
+// a watch re-evaluated with nothing changed finds (its resources' entries
+// are the cached ones, whose lists it shares).
+func sameDeps(a, b [][]model.ConfigKey) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			return false
 		}
 	}
-	return false
+	return true
 }
