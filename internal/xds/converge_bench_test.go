@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -17,9 +18,9 @@ func BenchmarkConverge(b *testing.B) {
 	const services, perClient = 10000, 10
 	st := benchModel(services, 10)
 	s := NewServer(Options{Discovery: st})
-	watch := func(c *memStream, typ string, names []string) *discovery.DiscoveryResponse {
+	watch := func(c *memStream, node *core.Node, typ string, names []string) *discovery.DiscoveryResponse {
 		b.Helper()
-		c.request(b, &discovery.DiscoveryRequest{Node: c.node, TypeUrl: typ, ResourceNames: names})
+		c.request(b, &discovery.DiscoveryRequest{Node: node, TypeUrl: typ, ResourceNames: names})
 		r := <-c.sent
 		c.ack(b, r, names)
 		return r
@@ -39,14 +40,14 @@ func BenchmarkConverge(b *testing.B) {
 			clusters = append(clusters, model.ClusterName(8080, "", model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", n))))
 		}
 		c := openMemStream(b, s)
-		c.node = grpcNode(node, "default")
-		r := watch(c, ListenerType, listeners)
+		cn := grpcNode(node, "default")
+		r := watch(c, cn, ListenerType, listeners)
 		if len(r.GetResources()) != perClient {
 			b.Fatalf("%d listeners", len(r.GetResources()))
 		}
-		watch(c, RouteType, clusters)
-		watch(c, ClusterType, clusters)
-		watch(c, EndpointType, clusters)
+		watch(c, cn, RouteType, clusters)
+		watch(c, cn, ClusterType, clusters)
+		watch(c, cn, EndpointType, clusters)
 		held = append(held, c.held()...)
 		c.close()
 	}

@@ -55,12 +55,12 @@ type xdsStream struct {
 	out *guardedStream
 	// defaultType is the per-type service's type URL; empty for ADS.
 	defaultType string
-	// node and client are the handler goroutine's alone: the latest node
-	// named, and what it says of the client (clientNode's; never changed,
-	// shared by the stream's watches).
-	node       *core.Node
-	client     *Client
-	clientNode *core.Node
+	// client is the handler goroutine's alone: what the latest node
+	// named says of the client (never changed, shared by the stream's
+	// watches); nil until a request names one. The stream keeps no node:
+	// a node comes once, with the first request, and its metadata would
+	// cost a kilobyte per stream.
+	client *Client
 
 	// mu guards what follows, and every typeState's sub, nonce and
 	// pending. A watch reads its type's subscription under Server.mu
@@ -150,7 +150,7 @@ func (s *Server) serve(gs grpc.ServerStream, delta bool, defaultType string) err
 }
 
 func (s *Server) newStream(k streamKey, out *guardedStream, defaultType string) *xdsStream {
-	st := &xdsStream{srv: s, key: k, out: out, defaultType: defaultType, node: &core.Node{}}
+	st := &xdsStream{srv: s, key: k, out: out, defaultType: defaultType}
 	st.idle.L = &st.mu
 	return st
 }
@@ -168,22 +168,41 @@ func (st *xdsStream) typeURL(url string) (string, error) {
 	return st.defaultType, nil
 }
 
-// clientOf is the client the stream's node describes.
-func (st *xdsStream) clientOf(node *core.Node) *Client {
-	if node != st.clientNode || st.client == nil {
-		c := st.srv.client(node)
-		st.client, st.clientNode = &c, node
+// setNode makes node the stream's.
+func (st *xdsStream) setNode(node *core.Node) {
+	c := st.srv.client(node)
+	st.client = &c
+}
+
+// currentClient is the client the stream's node describes; the empty
+// node's while no request named one.
+func (st *xdsStream) currentClient() *Client {
+	if st.client == nil {
+		st.setNode(&core.Node{})
 	}
 	return st.client
+}
+
+// nodeID is the id of the stream's node, for logs.
+func (st *xdsStream) nodeID() string {
+	if st.client == nil {
+		return ""
+	}
+	return st.client.ID
 }
 
 // sotwRequest handles a state-of-the-world request.
 func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	s := st.srv
-	if req.GetNode() != nil {
-		st.node = req.GetNode()
-	} else {
-		req.Node = st.node
+	node := req.GetNode()
+	switch {
+	case node != nil:
+		st.setNode(node)
+	case st.client == nil:
+		// A stream whose first request names no node has the empty one,
+		// which the limits and the identity check see.
+		node = &core.Node{}
+		st.setNode(node)
 	}
 	url, err := st.typeURL(req.GetTypeUrl())
 	if err != nil {
@@ -191,7 +210,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	}
 	req.TypeUrl = url
 	subscribed, err := s.request(clientRequest{
-		stream: st.key.id, node: req.GetNode(), typeURL: url, names: req.GetResourceNames(),
+		stream: st.key.id, node: node, typeURL: url, names: req.GetResourceNames(),
 		version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
 	})
 	if err != nil {
@@ -209,7 +228,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		if ts.nonce != "" && req.GetResponseNonce() != ts.nonce {
 			st.mu.Unlock()
 			if s.log.Enabled(context.Background(), slog.LevelDebug) {
-				s.log.Debug("xds: ignoring a request whose nonce is not the latest sent for its type", "client", logID(st.node.GetId()),
+				s.log.Debug("xds: ignoring a request whose nonce is not the latest sent for its type", "client", logID(st.nodeID()),
 					"stream", st.key.name(), "type", s.tracker.shortType(url), "nonce", req.GetResponseNonce(), "latest", ts.nonce)
 			}
 			return nil
@@ -229,7 +248,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		}
 		return nil
 	}
-	s.startWatch(&watch{typ: ts.typ, client: st.clientOf(req.GetNode()), stream: st, ts: ts, initial: initial})
+	s.startWatch(&watch{typ: ts.typ, client: st.client, stream: st, ts: ts, initial: initial})
 	return nil
 }
 
@@ -249,7 +268,7 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 		return err
 	}
 	if req.GetNode() != nil {
-		st.node = req.GetNode()
+		st.setNode(req.GetNode())
 	}
 	for {
 		s.mu.Lock()
@@ -274,7 +293,7 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 		}
 		st.mu.Unlock()
 		if ts.typ >= 0 { // nothing to send of other types, ever
-			s.startWatch(&watch{typ: ts.typ, client: st.clientOf(st.node), stream: st, ts: ts, delta: true, initial: req.GetResponseNonce() == ""})
+			s.startWatch(&watch{typ: ts.typ, client: st.currentClient(), stream: st, ts: ts, delta: true, initial: req.GetResponseNonce() == ""})
 		}
 		s.mu.Unlock()
 		return nil

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+	"weak"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -92,9 +93,8 @@ func TestOnePendingPerType(t *testing.T) {
 	tokens := make(chan struct{}, 3)
 	c := openGatedMemStream(t, s, tokens)
 	defer c.close()
-	c.node = envoyNode("e")
 	tokens <- struct{}{}
-	c.request(t, &discovery.DiscoveryRequest{Node: c.node, TypeUrl: EndpointType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: EndpointType, ResourceNames: []string{reviews}})
 	c.ack(t, <-c.sent, []string{reviews})
 	hostname := model.ServiceHostname("reviews", "default", "")
 	for i, addr := range []string{"10.0.0.7", "10.0.0.8", "10.0.0.9"} {
@@ -202,5 +202,26 @@ func TestSubscriptionSharesClientStateNames(t *testing.T) {
 		if slices.Equal(tracked, sub) && unsafe.SliceData(sub) != unsafe.SliceData(tracked) {
 			t.Errorf("%v: the subscription holds a copy of the client state's names", names)
 		}
+	}
+}
+
+// TestStreamKeepsNoNode: once a request named it, the node is garbage:
+// the stream keeps what it says of the client, not the node and its
+// metadata.
+func TestStreamKeepsNoNode(t *testing.T) {
+	s := NewServer(Options{Discovery: baseStore()})
+	c := openMemStream(t, s)
+	defer c.close()
+	node := grpcNode("n", "default")
+	gone := weak.Make(node)
+	c.request(t, &discovery.DiscoveryRequest{Node: node, TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	c.ack(t, <-c.sent, []string{reviews})
+	node = nil
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Fatal("the stream keeps its node")
+	}
+	if got := c.client; got == nil || got.ID != "n" || got.Namespace != "default" || !got.GRPC {
+		t.Fatalf("the stream's client is %+v", got)
 	}
 }
