@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -209,6 +210,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		return err
 	}
 	req.TypeUrl = url
+	st.shareNames(url, req.GetResourceNames())
 	subscribed, err := s.request(clientRequest{
 		stream: st.key.id, node: node, typeURL: url, names: req.GetResourceNames(),
 		version: req.GetVersionInfo(), nonce: req.GetResponseNonce(), nack: req.GetErrorDetail(),
@@ -250,6 +252,31 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	}
 	s.startWatch(&watch{typ: ts.typ, client: st.client, stream: st, ts: ts, initial: initial})
 	return nil
+}
+
+// shareNames makes a state-of-the-world request's names the cache's
+// strings where the cache holds their resources: a request read from
+// the wire has its own copy of every name, which the stream would keep
+// (a kilobyte for a client of five services) while every client of the
+// same resources can share one. Only a request that changes the type's
+// subscription: an ACK repeats the names, which the client state makes
+// share the stream's (clients.go).
+func (st *xdsStream) shareNames(url string, names []string) {
+	typ, ok := st.srv.typeOf(url)
+	if !ok || len(names) == 0 {
+		return
+	}
+	st.mu.Lock()
+	ts := st.typeState(url)
+	same := ts != nil && slices.Equal(ts.sub.names, names)
+	st.mu.Unlock()
+	if same {
+		return
+	}
+	s := st.srv
+	s.mu.Lock()
+	s.cache.shareNames(typ, names)
+	s.mu.Unlock()
 }
 
 // deltaRequest handles a delta request.

@@ -85,13 +85,24 @@ func BenchmarkStreamHeap(b *testing.B) {
 	}
 }
 
+// copyNames copies names and their strings, as a request read from the
+// wire holds its own.
+func copyNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.Clone(n)
+	}
+	return out
+}
+
 // BenchmarkConvergedStreamHeap: the server's heap per converged client,
 // as meshbench's clients are at "converged": 2000 gRPC clients on 200
 // services, each subscribed to 5 of them by LDS, RDS, CDS and EDS (20
 // resources), every response ACKed. The streams are in-memory
 // (memstream_test.go), so the figure is meshpilot's own state per
 // stream (stream, subscriptions, watches and their index, client
-// state, node) without grpc-go's per-stream objects (TestStreamCost's
+// state, node; each request with its own strings, as read from the
+// wire) without grpc-go's per-stream objects (TestStreamCost's
 // idle stream has them) and without any client side. A warm stream
 // holds every resource for the whole run: shared resources are not the
 // streams' cost.
@@ -112,7 +123,7 @@ func BenchmarkConvergedStreamHeap(b *testing.B) {
 			if i == 0 {
 				names = listeners
 			}
-			req := &discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: slices.Clone(names)}
+			req := &discovery.DiscoveryRequest{TypeUrl: typ, ResourceNames: copyNames(names)}
 			if i == 0 {
 				req.Node = node
 			}
@@ -121,7 +132,7 @@ func BenchmarkConvergedStreamHeap(b *testing.B) {
 			if len(r.GetResources()) != len(names) {
 				b.Fatalf("%s: %d resources, want %d", typ, len(r.GetResources()), len(names))
 			}
-			c.ack(b, r, slices.Clone(names))
+			c.ack(b, r, copyNames(names))
 		}
 	}
 	listenersOf := func(i int) []string {

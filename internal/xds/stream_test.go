@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 	"weak"
@@ -223,5 +224,40 @@ func TestStreamKeepsNoNode(t *testing.T) {
 	}
 	if got := c.client; got == nil || got.ID != "n" || got.Namespace != "default" || !got.GRPC {
 		t.Fatalf("the stream's client is %+v", got)
+	}
+}
+
+// TestSubscriptionsShareCachedNames: streams that subscribe to the same
+// resources, each request with its own copy of the names as read from
+// the wire, keep one copy of each name between them: the cache's.
+func TestSubscriptionsShareCachedNames(t *testing.T) {
+	s := NewServer(Options{Discovery: baseStore()})
+	names := func(s *memStream) []string {
+		s.srv.mu.Lock()
+		defer s.srv.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.typeState(ClusterType).sub.names
+	}
+	var first []string
+	for i := range 3 {
+		c := openMemStream(t, s)
+		defer c.close()
+		req := []string{strings.Clone(reviews), strings.Clone(ratings)}
+		c.request(t, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("n", i), "default"), TypeUrl: ClusterType, ResourceNames: req})
+		c.ack(t, <-c.sent, []string{strings.Clone(reviews), strings.Clone(ratings)})
+		got := names(c)
+		if i == 0 {
+			first = got
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Fatalf("stream %d subscribes to %v, want %v", i, got, first)
+		}
+		for j := range got {
+			if unsafe.StringData(got[j]) != unsafe.StringData(first[j]) {
+				t.Errorf("stream %d keeps its own copy of %s", i, got[j])
+			}
+		}
 	}
 }
