@@ -130,7 +130,9 @@ func reviewsReaders(t *testing.T, ts *testServer, keys ...model.ConfigKey) (rout
 func waiting(s *Server, k model.ConfigKey) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.watches.byKey[k])
+	ws := map[*watch]struct{}{}
+	s.watches.collect(k, ws)
+	return len(ws)
 }
 
 func routeRetry(rc *route.RouteConfiguration) *route.RetryPolicy {

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -53,15 +54,45 @@ func (s kindSet) intersects(o kindSet) bool { return s&o != 0 }
 // from; a wildcard watch, whose set of names may grow with any new
 // service, by the kinds of key its resources depend on.
 //
+// Watches on named resources are filed by dependency list: a watch
+// under the list of each resource it covers, a list under each of its
+// keys. The resources' lists are their cache entries', the same for
+// every client of a resource, so that a watch costs an element per
+// resource rather than one per key of each (tens for a client of five
+// services), and a key an element per list rather than one per watch.
+//
 // Not safe for concurrent use: its owner (Server.mu) serialises every
 // call.
 type watchIndex struct {
-	byKey    map[model.ConfigKey]map[*watch]struct{}
+	byKey    map[model.ConfigKey]*smallSet[*depList]
+	byList   map[depListID]*depList
 	wildcard map[*watch]struct{}
 }
 
+// depList is one dependency list and the watches filed under it.
+type depList struct {
+	id      depListID
+	keys    []model.ConfigKey
+	watches smallSet[*watch]
+}
+
+// depListID tells dependency lists apart by identity: lists are shared,
+// never changed, and comparing identities costs nothing per key.
+type depListID struct {
+	data *model.ConfigKey
+	len  int
+}
+
+func listID(keys []model.ConfigKey) depListID {
+	return depListID{unsafe.SliceData(keys), len(keys)}
+}
+
 func newWatchIndex() *watchIndex {
-	return &watchIndex{byKey: map[model.ConfigKey]map[*watch]struct{}{}, wildcard: map[*watch]struct{}{}}
+	return &watchIndex{
+		byKey:    map[model.ConfigKey]*smallSet[*depList]{},
+		byList:   map[depListID]*depList{},
+		wildcard: map[*watch]struct{}{},
+	}
 }
 
 // add indexes a waiting watch under its current deps.
@@ -72,14 +103,21 @@ func (x *watchIndex) add(w *watch) {
 		return
 	}
 	for _, keys := range w.deps {
-		for _, k := range keys {
-			ws := x.byKey[k]
-			if ws == nil {
-				ws = map[*watch]struct{}{}
-				x.byKey[k] = ws
+		id := listID(keys)
+		l := x.byList[id]
+		if l == nil {
+			l = &depList{id: id, keys: keys}
+			x.byList[id] = l
+			for _, k := range keys {
+				ls := x.byKey[k]
+				if ls == nil {
+					ls = &smallSet[*depList]{}
+					x.byKey[k] = ls
+				}
+				ls.add(l)
 			}
-			ws[w] = struct{}{}
 		}
+		l.watches.add(w)
 	}
 }
 
@@ -94,10 +132,19 @@ func (x *watchIndex) remove(w *watch) {
 		return
 	}
 	for _, keys := range w.deps {
-		for _, k := range keys {
-			if ws := x.byKey[k]; ws != nil {
-				delete(ws, w)
-				if len(ws) == 0 {
+		l := x.byList[listID(keys)]
+		if l == nil {
+			continue // a list the watch names twice, gone with the first
+		}
+		l.watches.remove(w)
+		if l.watches.len() > 0 {
+			continue
+		}
+		delete(x.byList, l.id)
+		for _, k := range l.keys {
+			if ls := x.byKey[k]; ls != nil {
+				ls.remove(l)
+				if ls.len() == 0 {
 					delete(x.byKey, k)
 				}
 			}
@@ -107,9 +154,13 @@ func (x *watchIndex) remove(w *watch) {
 
 // collect adds to out the watches that a change of key k concerns.
 func (x *watchIndex) collect(k model.ConfigKey, out map[*watch]struct{}) {
-	for w := range x.byKey[k] {
-		out[w] = struct{}{}
+	ls := x.byKey[k]
+	if ls == nil {
+		return
 	}
+	ls.each(func(l *depList) {
+		l.watches.each(func(w *watch) { out[w] = struct{}{} })
+	})
 }
 
 // collectWildcard adds to out the wildcard watches whose resources
@@ -125,10 +176,8 @@ func (x *watchIndex) collectWildcard(changed kindSet, out map[*watch]struct{}) {
 
 // all adds every indexed watch to out.
 func (x *watchIndex) all(out map[*watch]struct{}) {
-	for _, ws := range x.byKey {
-		for w := range ws {
-			out[w] = struct{}{}
-		}
+	for _, l := range x.byList {
+		l.watches.each(func(w *watch) { out[w] = struct{}{} })
 	}
 	for w := range x.wildcard {
 		out[w] = struct{}{}
