@@ -3,7 +3,6 @@ package xds
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -86,15 +86,6 @@ func churnOne(cc *grpc.ClientConn, i int, closeStream bool, answered *atomic.Int
 	return nil
 }
 
-// heapAfterGC is the live heap once garbage is collected.
-func heapAfterGC() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC() // the second frees what the first's finalizers and cleanups let go
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // TestStreamChurnLeavesNothing: 5000 streams that connect, subscribe
 // and disconnect leave the server's goroutines, its client state and
 // watches, and the heap as they were before them. Goroutines are
@@ -118,7 +109,7 @@ func TestStreamChurnLeavesNothing(t *testing.T) {
 	}
 	testenv.Eventually(t, "the warm-up streams gone", settled)
 	goroutines := goleak.IgnoreCurrent()
-	heap := heapAfterGC()
+	heap := liveheap.AfterGC()
 
 	if n := churnStreams(t, ts.addr, streams); n != streams/2 {
 		t.Fatalf("%d streams answered, want %d", n, streams/2)
@@ -137,7 +128,7 @@ func TestStreamChurnLeavesNothing(t *testing.T) {
 	const tolerance = 1 << 20
 	var now uint64
 	testenv.Eventually(t, "the heap back to the baseline", func() (bool, string) {
-		now = heapAfterGC()
+		now = liveheap.AfterGC()
 		return now <= heap+tolerance, fmt.Sprintf("%d bytes live, %d before the streams", now, heap)
 	})
 	t.Logf("live heap %d bytes before %d streams, %d after", heap, streams, now)

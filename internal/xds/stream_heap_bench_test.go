@@ -11,6 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -65,7 +66,7 @@ func BenchmarkStreamHeap(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		before := heapAfterGC()
+		before := liveheap.AfterGC()
 		sctx, scancel := context.WithCancel(ctx)
 		b.StartTimer()
 		for i := range streams {
@@ -77,7 +78,7 @@ func BenchmarkStreamHeap(b *testing.B) {
 		}
 		awaitStats(b, ts.Server, func(s Stats) bool { return s.Watches == 2+2*streams }, "every stream's watches")
 		b.StopTimer()
-		after := heapAfterGC()
+		after := liveheap.AfterGC()
 		b.ReportMetric(float64(after-before)/streams, "B/stream")
 		scancel()
 		awaitStats(b, ts.Server, func(s Stats) bool { return s.Watches == 2 }, "the streams closed")
@@ -155,7 +156,7 @@ func BenchmarkConvergedStreamHeap(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		before := heapAfterGC()
+		before := liveheap.AfterGC()
 		b.StartTimer()
 		cs := make([]*memStream, clients)
 		for i := range cs {
@@ -165,7 +166,7 @@ func BenchmarkConvergedStreamHeap(b *testing.B) {
 			converge(cs[i], node, listenersOf(i))
 		}
 		b.StopTimer()
-		after := heapAfterGC()
+		after := liveheap.AfterGC()
 		b.ReportMetric(float64(after-before)/clients, "B/client")
 		for _, c := range cs {
 			c.close()

@@ -15,6 +15,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 
+	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func serveStreamCost(t *testing.T) {
 	fmt.Printf("addr %s\n", ts.addr)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		heap := heapAfterGC()
+		heap := liveheap.AfterGC()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
 		g, e := ts.ClientCounts()
