@@ -35,8 +35,11 @@ const absent = "-"
 type entry struct {
 	name    string
 	version string
-	any     *anypb.Any          // nil: the resource does not exist
-	delta   *discovery.Resource // the delta form, shared too
+	any     *anypb.Any // nil: the resource does not exist
+	// delta is the delta form, shared too; built on the first delta
+	// response that carries the entry (deltaForm), since most clients
+	// (every gRPC client) are state-of-the-world and never need it.
+	delta *discovery.Resource
 	// deps are the model keys it was built from (Result.Deps).
 	deps []model.ConfigKey
 	// slot places a cached entry in the cache; nil for an entry that is
@@ -60,8 +63,18 @@ func newEntry(typeURL, name string, m proto.Message, deps []model.ConfigKey) (*e
 	}
 	e.version = strconv.FormatUint(xxhash.Sum64(b), 36)
 	e.any = &anypb.Any{TypeUrl: typeURL, Value: b}
-	e.delta = &discovery.Resource{Name: name, Version: e.version, Resource: e.any}
 	return e, nil
+}
+
+// deltaForm returns the entry as a delta response carries it, built once
+// and kept while the entry lives. The cache's owner's lock is held: it
+// guards delta as it does the entry's other bookkeeping; once built, the
+// form is immutable and read by the sends outside the lock.
+func (e *entry) deltaForm() *discovery.Resource {
+	if e.delta == nil {
+		e.delta = &discovery.Resource{Name: e.name, Version: e.version, Resource: e.any}
+	}
+	return e.delta
 }
 
 // slot is the cache's record of one cached entry: where it is filed and

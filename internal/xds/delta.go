@@ -27,7 +27,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		}
 		switch {
 		case e.exists() && prev != e.version:
-			res = append(res, e.delta)
+			res = append(res, e.deltaForm())
 			updated.add(n, e.version)
 		case !e.exists() && had && prev != "":
 			removed = append(removed, n)
