@@ -10,7 +10,7 @@ import (
 // delta builds the incremental response a watch needs, or nil, and
 // collects what the covered resources depend on. s.mu is held.
 func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response {
-	returned := w.ts.sub.returned
+	sub := &w.ts.sub
 	names := s.names(w)
 	deps.reserve(len(names))
 	updated := newVersionMapBuilder(0)
@@ -21,7 +21,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 	for _, n := range names {
 		covered[n] = struct{}{}
 		e := s.resource(w.typ, w.client, n, deps)
-		prev, had := returned.get(n)
+		prev, had := sub.returnedVersion(n)
 		if e.exists() {
 			holds = append(holds, e)
 		}
@@ -39,11 +39,11 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		// wildcard: the subscription marks it (subscription.go) so that
 		// the client is told whether it still exists, and here it does
 		// not.
-		for _, p := range returned {
-			if _, ok := covered[p.name]; !ok {
-				removed = append(removed, p.name)
+		sub.eachReturned(func(name string) {
+			if _, ok := covered[name]; !ok {
+				removed = append(removed, name)
 			}
-		}
+		})
 	}
 	// The first request of a wildcard subscription is answered even with
 	// nothing in it: Envoy waits for that answer (up to its
@@ -56,7 +56,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		return nil
 	}
 	slices.Sort(removed)
-	next := returned.updated(updated.done(), removed)
+	next := sub.returnedMap().updated(updated.done(), removed)
 	return &response{
 		delta: &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: s.nextVersion(),

@@ -38,7 +38,7 @@ func (s *Server) names(w *watch) []string {
 // every subscribed resource (a missing one means deleted); the others
 // carry only those that changed. s.mu is held.
 func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response {
-	returned := w.ts.sub.returned
+	sub := &w.ts.sub
 	names := s.names(w)
 	deps.reserve(len(names))
 	full := s.types[w.typ].FullState || w.wildcard
@@ -49,7 +49,7 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 	holds := make([]*entry, 0, len(names)) // what the client holds once it has the response
 	for _, n := range names {
 		e := s.resource(w.typ, w.client, n, deps)
-		prev, had := returned.get(n)
+		prev, had := sub.returnedVersion(n)
 		if e.exists() {
 			holds = append(holds, e)
 			if prev != e.version {
@@ -69,11 +69,11 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 	}
 	returnedNext := next.done()
 	if w.wildcard {
-		for _, p := range returned {
-			if _, ok := returnedNext.get(p.name); !ok {
+		sub.eachReturned(func(name string) {
+			if _, ok := returnedNext.get(name); !ok {
 				changed = true // gone from the wildcard set
 			}
-		}
+		})
 	}
 	if !changed {
 		return nil

@@ -228,6 +228,10 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		ts.sub = newSotwSubscription(req.GetResourceNames(), subscribed)
 	} else {
 		if ts.nonce != "" && req.GetResponseNonce() != ts.nonce {
+			// The client state took the request's names (and let go of
+			// what they drop): the stream keeps what it sent as names and
+			// versions, not as entries the client state no longer holds.
+			ts.sub.unshare()
 			st.mu.Unlock()
 			if s.log.Enabled(context.Background(), slog.LevelDebug) {
 				s.log.Debug("xds: ignoring a request whose nonce is not the latest sent for its type", "client", logID(st.nodeID()),
@@ -239,6 +243,9 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 		// was not sent: the request replaces it.
 		s.finish(ts.watch)
 		ts.pending = nil
+		if req.GetErrorDetail() != nil {
+			ts.sub.unshare()
+		}
 		ts.sub.setSotw(req.GetResourceNames(), subscribed)
 	}
 	st.mu.Unlock()
@@ -316,6 +323,9 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 			ts.sub = newDeltaSubscription(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(), req.GetInitialResourceVersions())
 		} else {
 			s.finish(ts.watch)
+			if req.GetErrorDetail() != nil {
+				ts.sub.unshare()
+			}
 			ts.sub.updateDelta(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
 		}
 		st.mu.Unlock()
@@ -384,7 +394,7 @@ func (st *xdsStream) next() (*typeState, *response) {
 	st.nonce++
 	first.nonce = strconv.FormatInt(st.nonce, 10)
 	r.setNonce(first.nonce)
-	first.sub.returned = r.returned
+	first.sub.setReturned(r.returned, r.holds)
 	return first, r
 }
 

@@ -1,6 +1,9 @@
 package xds
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // subscription is what a stream subscribes to of one type and what it
 // was last sent of it, by go-control-plane's rules (its
@@ -27,8 +30,16 @@ type subscription struct {
 	// legacy: no request named anything yet.
 	legacy bool
 	// returned is what the stream was sent (name to version), or for
-	// delta what the client said it holds when it reconnected.
+	// delta what the client said it holds when it reconnected; nil
+	// while sent says it.
 	returned versionMap
+	// sent stands for returned when the latest response's entries say
+	// the same (every covered name exists and nothing else was
+	// returned, as for a converged gRPC client): it is the response's
+	// holds, the very slice the client state holds (clients.go), so
+	// that the stream keeps no name/version list of its own. Sorted by
+	// name.
+	sent []*entry
 }
 
 const wildcardName = "*"
@@ -54,6 +65,9 @@ func (s *subscription) setSotw(names, sorted []string) {
 	s.names = subscribedNames(s.names, names, sorted)
 	if !explicit {
 		s.returned.keepOnly(s.has)
+		// A copy when names went, as the client state lets go of them
+		// (TypeSync.letGoUnsubscribed): the list is shared.
+		s.sent = subscribedOnly(s.sent, s.names)
 	}
 	s.wildcard = explicit
 }
@@ -66,6 +80,9 @@ func newDeltaSubscription(subscribe, unsubscribe []string, initial map[string]st
 
 // updateDelta applies a delta request's subscribe and unsubscribe lists.
 func (s *subscription) updateDelta(subscribe, unsubscribe []string) {
+	if len(unsubscribe) > 0 {
+		s.unshare()
+	}
 	if s.legacy {
 		if len(subscribe) == 0 {
 			return
@@ -100,6 +117,78 @@ func (s *subscription) updateDelta(subscribe, unsubscribe []string) {
 			s.names = slices.Delete(s.names, i, i+1)
 		}
 	}
+}
+
+// setReturned makes what a response carries what the stream was sent:
+// holds in place of m when they say the same.
+func (s *subscription) setReturned(m versionMap, holds []*entry) {
+	if sameVersions(m, holds) {
+		s.returned, s.sent = nil, holds
+		return
+	}
+	s.returned, s.sent = m, nil
+}
+
+// sameVersions: es names exactly m's names, in m's order, with m's
+// versions.
+func sameVersions(m versionMap, es []*entry) bool {
+	if len(m) != len(es) || len(m) == 0 {
+		return false
+	}
+	for i, e := range es {
+		if m[i].name != e.name || m[i].version != e.version {
+			return false
+		}
+	}
+	return true
+}
+
+// unshare turns sent into returned, so that the stream lets go of the
+// entries: before a delta request changes what was returned, and when
+// the client rejects the response (what it rejected is not held,
+// clients.go).
+func (s *subscription) unshare() {
+	if s.sent == nil {
+		return
+	}
+	m := newVersionMapBuilder(len(s.sent))
+	for _, e := range s.sent {
+		m.add(e.name, e.version)
+	}
+	s.returned, s.sent = m.done(), nil
+}
+
+// returnedVersion is the version the stream was sent of name, and
+// whether it was sent any.
+func (s *subscription) returnedVersion(name string) (string, bool) {
+	if s.sent == nil {
+		return s.returned.get(name)
+	}
+	i, ok := slices.BinarySearchFunc(s.sent, name, func(e *entry, n string) int { return strings.Compare(e.name, n) })
+	if !ok {
+		return "", false
+	}
+	return s.sent[i].version, true
+}
+
+// eachReturned calls f with every name the stream was sent.
+func (s *subscription) eachReturned(f func(name string)) {
+	for _, p := range s.returned {
+		f(p.name)
+	}
+	for _, e := range s.sent {
+		f(e.name)
+	}
+}
+
+// returnedMap is what the stream was sent as a versionMap.
+func (s *subscription) returnedMap() versionMap {
+	if s.sent == nil {
+		return s.returned
+	}
+	c := *s
+	c.unshare()
+	return c.returned
 }
 
 func (s *subscription) has(name string) bool {
