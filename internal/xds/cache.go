@@ -169,7 +169,7 @@ type resourceCache struct {
 	// byDep finds the slots of the cached entries built from a model key.
 	// Most keys index a few (a service's own resources, one per type and
 	// variant), a few thousands (the mesh settings every route reads).
-	byDep map[model.ConfigKey]*smallSet[*slot]
+	byDep setIndex[model.ConfigKey, *slot]
 	// marshals counts the resources marshalled (Stats.Marshals).
 	marshals uint64
 	// onError is told of a resource that cannot be marshalled.
@@ -188,7 +188,7 @@ type resourceCache struct {
 }
 
 func newResourceCache(gens []Generator, onError func(ResourceType, string, error)) *resourceCache {
-	c := &resourceCache{gens: gens, byDep: map[model.ConfigKey]*smallSet[*slot]{}, onError: onError}
+	c := &resourceCache{gens: gens, byDep: setIndex[model.ConfigKey, *slot]{}, onError: onError}
 	c.byName = make([]map[string]*entrySet, len(gens))
 	for i := range c.byName {
 		c.byName[i] = map[string]*entrySet{}
@@ -264,12 +264,7 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 func (c *resourceCache) index(sl *slot, deps []model.ConfigKey) {
 	sl.deps, sl.indexed = deps, true
 	for _, k := range deps {
-		s := c.byDep[k]
-		if s == nil {
-			s = &smallSet[*slot]{}
-			c.byDep[k] = s
-		}
-		s.add(sl)
+		c.byDep.add(k, sl)
 	}
 }
 
@@ -310,12 +305,7 @@ func (c *resourceCache) unindex(sl *slot) {
 		return
 	}
 	for _, k := range sl.deps {
-		if s := c.byDep[k]; s != nil {
-			s.remove(sl)
-			if s.len() == 0 {
-				delete(c.byDep, k)
-			}
-		}
+		c.byDep.remove(k, sl)
 	}
 	sl.deps, sl.indexed = nil, false
 }

@@ -55,3 +55,28 @@ func (s *smallSet[T]) each(f func(T)) {
 		f(v)
 	}
 }
+
+// setIndex indexes small sets by key: a key's set exists while it holds
+// an element.
+type setIndex[K comparable, T comparable] map[K]*smallSet[T]
+
+// add puts v in k's set, making the set when k has none.
+func (x setIndex[K, T]) add(k K, v T) {
+	s := x[k]
+	if s == nil {
+		s = &smallSet[T]{}
+		x[k] = s
+	}
+	s.add(v)
+}
+
+// remove takes v out of k's set, and the set out of the index once
+// empty.
+func (x setIndex[K, T]) remove(k K, v T) {
+	if s := x[k]; s != nil {
+		s.remove(v)
+		if s.len() == 0 {
+			delete(x, k)
+		}
+	}
+}

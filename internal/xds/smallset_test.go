@@ -55,3 +55,28 @@ func TestSmallSet(t *testing.T) {
 		})
 	}
 }
+
+// TestSetIndex: a key's set appears with its first element and leaves
+// the index with its last, whichever form (slice or map) it had.
+func TestSetIndex(t *testing.T) {
+	x := setIndex[string, int]{}
+	for v := range 2 * smallSetLinear {
+		x.add("many", v)
+	}
+	x.add("one", 1)
+	x.add("one", 1) // again: still one element
+	if got := x["one"].len(); got != 1 {
+		t.Errorf(`"one" holds %d elements, want 1`, got)
+	}
+	if got := x["many"].len(); got != 2*smallSetLinear {
+		t.Errorf(`"many" holds %d elements, want %d`, got, 2*smallSetLinear)
+	}
+	x.remove("absent", 1) // nothing to remove: no set appears
+	x.remove("one", 1)
+	for v := range 2 * smallSetLinear {
+		x.remove("many", v)
+	}
+	if len(x) != 0 {
+		t.Errorf("index holds %d keys after every element left, want 0", len(x))
+	}
+}

@@ -64,7 +64,7 @@ func (s kindSet) intersects(o kindSet) bool { return s&o != 0 }
 // Not safe for concurrent use: its owner (Server.mu) serialises every
 // call.
 type watchIndex struct {
-	byKey    map[model.ConfigKey]*smallSet[*depList]
+	byKey    setIndex[model.ConfigKey, *depList]
 	byList   map[depListID]*depList
 	wildcard map[*watch]struct{}
 }
@@ -89,7 +89,7 @@ func listID(keys []model.ConfigKey) depListID {
 
 func newWatchIndex() *watchIndex {
 	return &watchIndex{
-		byKey:    map[model.ConfigKey]*smallSet[*depList]{},
+		byKey:    setIndex[model.ConfigKey, *depList]{},
 		byList:   map[depListID]*depList{},
 		wildcard: map[*watch]struct{}{},
 	}
@@ -109,12 +109,7 @@ func (x *watchIndex) add(w *watch) {
 			l = &depList{id: id, keys: keys}
 			x.byList[id] = l
 			for _, k := range keys {
-				ls := x.byKey[k]
-				if ls == nil {
-					ls = &smallSet[*depList]{}
-					x.byKey[k] = ls
-				}
-				ls.add(l)
+				x.byKey.add(k, l)
 			}
 		}
 		l.watches.add(w)
@@ -142,12 +137,7 @@ func (x *watchIndex) remove(w *watch) {
 		}
 		delete(x.byList, l.id)
 		for _, k := range l.keys {
-			if ls := x.byKey[k]; ls != nil {
-				ls.remove(l)
-				if ls.len() == 0 {
-					delete(x.byKey, k)
-				}
-			}
+			x.byKey.remove(k, l)
 		}
 	}
 }
