@@ -10,7 +10,6 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -110,23 +109,40 @@ func (s *Server) Register(g *grpc.Server) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, v)
 }
 
+// serve runs one stream: admitted (open), then its loop (stream.go).
+func (s *Server) serve(gs grpc.ServerStream, delta bool, defaultType string) error {
+	k := streamKey{delta: delta}
+	if delta {
+		k.id = s.deltaStreams.Add(1)
+	} else {
+		k.id = s.sotwStreams.Add(1)
+	}
+	g := s.guard(gs)
+	st := newStream(s.env, k, g, defaultType)
+	if err := s.open(g.ctx, st); err != nil {
+		return err
+	}
+	g.key.Store(&k)
+	return st.run(delta)
+}
+
 // open admits a new stream, or refuses it with a status the client gets
 // at once: Unavailable until the model is ready (and while draining),
 // ResourceExhausted beyond Options.MaxClients. The cap counts what
 // ClientCounts counts: ADS streams of both kinds and per-type streams.
 // REST-JSON requests are not streams, hold nothing between requests and
 // are not counted.
-func (s *Server) open(ctx context.Context, k streamKey) error {
+func (s *Server) open(ctx context.Context, st *xdsStream) error {
 	if !s.ready() {
 		s.refused.notReady.Add(1)
 		return errNotReady
 	}
-	if !s.tracker.open(k.id, k.delta, s.opts.MaxClients) {
+	if !s.streams.add(st, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}
-	s.shed.add(ctx, k)
+	s.shed.add(ctx, st.key)
 	if s.opts.RequireIdentity {
-		s.identities.open(k, peerIdentityOf(ctx))
+		s.identities.open(st.key, peerIdentityOf(ctx))
 	}
 	return nil
 }
@@ -134,52 +150,33 @@ func (s *Server) open(ctx context.Context, k streamKey) error {
 func (s *Server) closed(k streamKey) {
 	s.identities.close(k)
 	s.shed.remove(k)
-	s.tracker.close(k.id, k.delta)
+	s.streams.remove(k)
 }
 
-// clientRequest is one request on a stream, as the tracker records it.
-// For delta streams names and unsubscribe are the request's subscribe
-// and unsubscribe lists; version is empty.
-type clientRequest struct {
-	stream             int64
-	delta              bool
-	node               *core.Node
-	typeURL            string
-	names, unsubscribe []string
-	version, nonce     string
-	nack               *statuspb.Status
+// refuseStream is refuse for a stream's request; node is the request's
+// when it is the stream's first.
+func (s *Server) refuseStream(st *xdsStream, node *core.Node, typeURL string, err *limitError) error {
+	nodeID := node.GetId()
+	if node == nil {
+		nodeID = st.nodeIDOf()
+	}
+	return s.refuse(st.key.name(), nodeID, typeURL, err)
 }
 
-// request refuses a request beyond the limits (limits.go), or of a node
-// its client is not entitled to be (identity.go), which ends the stream;
-// it records who is on a stream and what it asks for, and
-// logs and counts NACKs. subscribed is the type's subscribed names as
-// the client state keeps them (requestResult.names).
-func (s *Server) request(req clientRequest) (subscribed []string, err error) {
-	k := streamKey{req.stream, req.delta}
-	if err := s.limits.check(req.names, req.unsubscribe, req.node); err != nil {
-		nodeID := req.node.GetId()
-		if req.node == nil {
-			nodeID = s.tracker.nodeID(k)
-		}
-		return nil, s.refuse(k.name(), nodeID, req.typeURL, err)
+// nacked counts a NACK and logs it, once per client and interval
+// (clientLog): a client that rejects what it is sent rejects it again at
+// every push and reconnect, and its text is its own.
+func (s *Server) nacked(nodeID string, k streamKey, label string, grpcClient bool, n *NACK) {
+	s.nacks.Add(1)
+	if s.opts.Observer != nil {
+		s.opts.Observer.NACKed(label, grpcClient)
 	}
-	if err := s.authorizeStream(k, k.name(), req.node); err != nil {
-		return nil, err
+	id := logID(nodeID)
+	if ok, unlogged := s.nackLog.event(id, n.Time); ok {
+		s.log.Warn("xds: client rejected configuration", "client", id, "stream", k.name(),
+			"type", label, "version", n.Version, "nonce", n.Nonce, "error", n.Error,
+			"unlogged_since_last_line", unlogged, "next_line_for_this_client_after", s.nackLog.every)
 	}
-	r := s.tracker.request(req)
-	if req.delta {
-		if err := s.limits.checkSubscribed(r.subscribed); err != nil {
-			return nil, s.refuse(k.name(), r.nodeID, req.typeURL, err)
-		}
-	}
-	if r.nack {
-		s.nacks.Add(1)
-		s.log.Warn("xds: client rejected configuration", "client", r.nodeID, "stream", req.stream,
-			"type", s.tracker.shortType(req.typeURL), "version", req.version, "nonce", req.nonce,
-			"error", req.nack.GetMessage())
-	}
-	return r.names, nil
 }
 
 // name names the stream in logs as /debug/syncz numbers it.

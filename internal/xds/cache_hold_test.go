@@ -201,8 +201,8 @@ func awaitStreams(t testing.TB, s *Server, n int) {
 
 // TestNACKedNotHeld: what a client rejected is not held for it (it goes
 // from the cache once nobody holds it), yet regenerated with the same
-// bytes it is not resent; what the client ACKed before stays held and
-// is what ConfigDump shows.
+// bytes it is not resent until something else in the response changes;
+// what the client ACKed before stays held and is what ConfigDump shows.
 func TestNACKedNotHeld(t *testing.T) {
 	ts := startServer(t, baseStore())
 	a := openADS(t, dial(t, ts.addr), grpcNode("a", "default"))
@@ -230,12 +230,13 @@ func TestNACKedNotHeld(t *testing.T) {
 		t.Fatalf("ConfigDump shows other bytes than the ACKed reviews")
 	}
 
-	// ratings changes: the client is sent ratings alone, not the
-	// rejected reviews again.
+	// ratings changes: the client holds what it ACKed, so it is sent
+	// ratings and the reviews it rejected (which it does not hold): a
+	// NACK goes back to the last ACKed state.
 	ts.store.Update(service("ratings", "default", 7070), endpoints(7070, model.Healthy, "10.0.1.5"))
 	r3 := a.Next()
-	if got := claAddrs(t, r3); len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.5"}) {
-		t.Fatalf("after the NACK got %v", got)
+	if got := claAddrs(t, r3); len(got) != 2 || !slices.Equal(got[ratings], []string{"10.0.1.5"}) || !slices.Equal(got[reviews], []string{"10.0.0.9"}) {
+		t.Fatalf("after the NACK got %v, want ratings at 10.0.1.5 and reviews at 10.0.0.9", got)
 	}
 }
 

@@ -2,11 +2,9 @@ package xds
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -217,42 +215,6 @@ func TestClientInfoCluster(t *testing.T) {
 			ci := awaitClient(t, ts.Server, "the node recorded", func(c ClientInfo) bool { return c.NodeID == "c" })
 			if ci.Cluster != tc.clusterID {
 				t.Fatalf("Cluster %q, want %q", ci.Cluster, tc.clusterID)
-			}
-		})
-	}
-}
-
-// TestRequestSharesSubscribedStrings: an ACK that repeats a stream's
-// names, in the same order or another, is made to share the stream's
-// strings, so that what the stream keeps of it holds no second
-// copy of them.
-func TestRequestSharesSubscribedStrings(t *testing.T) {
-	c := newClientTracker(nil)
-	c.open(1, false, 0)
-	c.request(clientRequest{stream: 1, node: grpcNode("n", "default"), typeURL: ClusterType, names: []string{ratings, reviews}})
-	subscribed := c.clients[streamKey{1, false}].findType(ClusterType).Subscribed
-	for _, tc := range []struct {
-		name  string
-		names []string
-	}{
-		{"same order", []string{ratings, reviews}},
-		{"other order", []string{reviews, ratings}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			names := make([]string, len(tc.names))
-			for i, n := range tc.names {
-				names[i] = strings.Clone(n)
-			}
-			c.request(clientRequest{stream: 1, typeURL: ClusterType, names: names})
-			ts := c.clients[streamKey{1, false}].findType(ClusterType)
-			if !slices.Equal(ts.Subscribed, subscribed) || unsafe.SliceData(ts.Subscribed) != unsafe.SliceData(subscribed) {
-				t.Fatalf("subscription copied or changed: %v", ts.Subscribed)
-			}
-			for _, n := range names {
-				j, _ := slices.BinarySearch(subscribed, n)
-				if unsafe.StringData(n) != unsafe.StringData(subscribed[j]) {
-					t.Errorf("%s is a copy of the stream's string", n)
-				}
 			}
 		})
 	}

@@ -15,7 +15,10 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 	deps.reserve(len(names))
 	updated := newVersionMapBuilder(0)
 	var res []*discovery.Resource
-	var removed []string
+	// removed is what the response says does not exist; dropped what
+	// leaves the stream's record with it (a name reported absent stays,
+	// as absent, so that it is reported once).
+	var removed, dropped []string
 	var holds []*entry
 	covered := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -29,8 +32,12 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		case e.exists() && prev != e.version:
 			res = append(res, e.deltaForm())
 			updated.add(n, e.version)
-		case !e.exists() && had && prev != "":
+		case !e.exists() && (!had || prev != absent):
+			// Sent before and gone, or subscribed and never there: the
+			// incremental protocol ("Knowing When a Requested Resource
+			// Does Not Exist") has the server say so in removed_resources.
 			removed = append(removed, n)
+			updated.add(n, absent)
 		}
 	}
 	if w.wildcard {
@@ -42,6 +49,7 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		sub.eachReturned(func(name string) {
 			if _, ok := covered[name]; !ok {
 				removed = append(removed, name)
+				dropped = append(dropped, name)
 			}
 		})
 	}
@@ -56,7 +64,11 @@ func (s *Server) delta(w *watch, change time.Time, deps *depCollector) *response
 		return nil
 	}
 	slices.Sort(removed)
-	next := sub.returnedMap().updated(updated.done(), removed)
+	slices.Sort(dropped)
+	next := sub.returnedMap().updated(updated.done(), dropped)
+	if sub.isRejected(next) {
+		return nil
+	}
 	return &response{
 		delta: &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: s.nextVersion(),

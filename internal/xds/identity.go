@@ -221,25 +221,19 @@ func (s *Server) nodeEntitled(p peerIdentity, node *core.Node) (SPIFFEID, *ident
 	return entitled(p, s.trustDomains(), c.Namespace, sa)
 }
 
-// authorizeStream refuses a stream's request whose node its client is not
-// entitled to be (Options.RequireIdentity), which ends the stream; stream
-// names the stream in the log.
-func (s *Server) authorizeStream(key streamKey, stream string, node *core.Node) error {
+// authorizeStream refuses a stream whose first request names a node its
+// client is not entitled to be (Options.RequireIdentity), which ends the
+// stream, and returns the identity that entitles it. The node is read
+// once: a stream keeps its first node.
+func (s *Server) authorizeStream(st *xdsStream, node *core.Node) (string, error) {
 	if !s.opts.RequireIdentity {
-		return nil
+		return "", nil
 	}
-	id, changed, err := s.identities.check(key, node, s.nodeEntitled)
+	id, _, err := s.identities.check(st.key, node, s.nodeEntitled)
 	if err != nil {
-		nodeID := node.GetId()
-		if node == nil {
-			nodeID = s.tracker.nodeID(key)
-		}
-		return s.refuseIdentity(stream, nodeID, err)
+		return "", s.refuseIdentity(st.key.name(), node.GetId(), err)
 	}
-	if changed {
-		s.tracker.setIdentity(key, id.String())
-	}
-	return nil
+	return id.String(), nil
 }
 
 // authorizeFetch is authorizeStream for a REST request.

@@ -31,7 +31,24 @@ const (
 	// included (Options.MaxNodeBytes): an Istio sidecar's node is a few
 	// KiB (labels, annotations, platform metadata).
 	DefaultMaxNodeBytes = 64 << 10
+	// MaxTypesPerStream bounds the types one stream asks for: a stream
+	// keeps state for each type it names, and Envoy uses about a dozen
+	// (listeners, routes, clusters, endpoints, secrets, runtime,
+	// extension configs, ...).
+	MaxTypesPerStream = 32
+	// MaxTypeURLBytes bounds a type URL: the longest Envoy names is
+	// under a hundred bytes, and a stream keeps and reports each it
+	// names.
+	MaxTypeURLBytes = 256
+	// MaxNACKBytes bounds a NACK's error text as kept and logged: a
+	// client may send megabytes, and the first kilobyte says why.
+	MaxNACKBytes = 1 << 10
 )
+
+// otherType labels, in metrics and logs, every type meshpilot does not
+// serve: a type URL is the client's text, and each distinct one would
+// be a series of its own.
+const otherType = "other"
 
 // requestLimits are what one request may carry; zero fields take the
 // defaults.
@@ -62,6 +79,18 @@ func (l requestLimits) check(names, unsubscribe []string, node *core.Node) *limi
 		if n := proto.Size(node); n > l.nodeBytes {
 			return &limitError{what: "bytes of node", got: n, limit: l.nodeBytes}
 		}
+	}
+	return nil
+}
+
+// checkType bounds the type URLs of a stream: known says the stream has
+// the type already, count how many it has.
+func (l requestLimits) checkType(url string, known bool, count int) *limitError {
+	if len(url) > MaxTypeURLBytes {
+		return &limitError{what: "bytes of type URL", got: len(url), limit: MaxTypeURLBytes}
+	}
+	if !known && count >= MaxTypesPerStream {
+		return &limitError{what: "types on the stream", got: count + 1, limit: MaxTypesPerStream}
 	}
 	return nil
 }
@@ -113,7 +142,7 @@ func (s *Server) refuse(stream string, nodeID, typeURL string, err *limitError) 
 	id := logID(nodeID)
 	if ok, unlogged := s.refusedLog.event(id, time.Now()); ok {
 		s.log.Warn("xds: refusing a request beyond the limits", "client", id, "stream", stream,
-			"type", s.tracker.shortType(typeURL), "reason", err.reason(),
+			"type", s.typeLabel(typeURL), "reason", err.reason(),
 			"unlogged_since_last_line", unlogged, "next_line_for_this_client_after", s.refusedLog.every)
 	}
 	return err

@@ -160,6 +160,10 @@ func TestRequestLimits(t *testing.T) {
 
 	d = openDelta(t, cc, envoyNode("hostile-delta-adds-up"))
 	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: many[:6000]})
+	// None of them exists, which the server says (removed_resources).
+	if r := d.Next(); len(r.Removed) != 6000 {
+		t.Fatalf("the first 6000 names: %d reported removed, want all", len(r.Removed))
+	}
 	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: many[6000:12000]})
 	expectRefused(d, "12000 resource names subscribed on the stream")
 

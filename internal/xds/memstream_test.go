@@ -48,11 +48,12 @@ func openGatedMemStream(tb testing.TB, s *Server, gate chan struct{}) *memStream
 	sent := make(chan *discovery.DiscoveryResponse, 8)
 	k := streamKey{id: s.sotwStreams.Add(1)}
 	g := s.guard(memServerStream{sent: sent, gate: gate})
-	if err := s.open(g.ctx, k); err != nil {
+	st := newStream(s.env, k, g, "")
+	if err := s.open(g.ctx, st); err != nil {
 		tb.Fatal(err)
 	}
 	g.key.Store(&k)
-	return &memStream{xdsStream: s.newStream(k, g, ""), sent: sent}
+	return &memStream{xdsStream: st, sent: sent}
 }
 
 // request sends a request and fails the test if the stream refuses it.
@@ -72,10 +73,10 @@ func (m *memStream) ack(tb testing.TB, r *discovery.DiscoveryResponse, names []s
 // held is every resource the stream's client holds once it has ACKed
 // what it was sent, as the client state keeps them.
 func (m *memStream) held() []*entry {
-	m.srv.tracker.mu.Lock()
-	defer m.srv.tracker.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []*entry
-	for _, ts := range m.srv.tracker.clients[m.key].types {
+	for _, ts := range m.types {
 		out = append(out, ts.held...)
 	}
 	return out

@@ -123,11 +123,13 @@ func (s *Server) sendTimedOut(k *streamKey, e *sendTimeout) {
 	s.sendTimeouts.Add(1)
 	client, stream := "", ""
 	if k != nil {
-		client = logID(s.tracker.nodeID(*k))
+		if st := s.streams.get(*k); st != nil {
+			client = logID(st.nodeIDOf())
+		}
 		stream = k.name()
 	}
 	s.log.Warn("xds: closing a stream whose client does not read: a response could not be sent within --stream-send-timeout",
-		"client", client, "stream", stream, "type", s.tracker.shortType(e.typeURL), "waited", e.waited)
+		"client", client, "stream", stream, "type", s.typeLabel(e.typeURL), "waited", e.waited)
 }
 
 // SendTimeouts returns how many streams were ended because a response

@@ -96,14 +96,18 @@ type Options struct {
 // Push may be called from any goroutine at any time; calls are
 // serialised. All methods are safe for concurrent use.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	types   []ResourceType
-	tracker *clientTracker
+	opts  Options
+	log   *slog.Logger
+	types []ResourceType
+	// streams are the open streams; env is what their loop needs.
+	streams streamSet
+	env     *streamEnv
 	// prefix and seq make response versions unique across restarts.
 	prefix string
 	seq    atomic.Uint64
 	nacks  atomic.Uint64
+	// nackLog says which NACKs to log: one line per client and interval.
+	nackLog *clientLog
 	// refused counts streams refused at open.
 	refused *refusals
 	// limits bound each request; refusedRequests counts those beyond
@@ -140,6 +144,11 @@ type Server struct {
 
 // NewServer returns a server for the model.
 func NewServer(opts Options) *Server {
+	return newServer(opts, generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes}))
+}
+
+// newServer returns a server of the resources gens build.
+func newServer(opts Options, gens []Generator) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -148,21 +157,32 @@ func NewServer(opts Options) *Server {
 		log:         opts.Logger,
 		prefix:      versionPrefix(),
 		watches:     newWatchIndex(),
-		tracker:     newClientTracker(opts.Observer),
+		nackLog:     newClientLog(clientLogEvery, clientLogMax),
 		refused:     &refusals{log: opts.Logger, every: refusalLogEvery},
 		limits:      requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
 		refusedLog:  newClientLog(clientLogEvery, clientLogMax),
 		identityLog: newClientLog(clientLogEvery, clientLogMax),
 		sendTimeout: cmp.Or(opts.StreamSendTimeout, DefaultStreamSendTimeout),
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}
-	s.tracker.types = s.types
 	s.cache = newResourceCache(gens, func(t ResourceType, name string, err error) {
 		s.log.Error("xds: cannot marshal resource", "type", t.Short, "name", name, "err", err)
 	})
+	s.env = &streamEnv{
+		watcher:     s,
+		types:       s.types,
+		limits:      s.limits,
+		log:         s.log,
+		observer:    opts.Observer,
+		clientOf:    s.client,
+		authorize:   s.authorizeStream,
+		refuse:      s.refuseStream,
+		nacked:      s.nacked,
+		closed:      func(st *xdsStream) { s.closed(st.key) },
+		nextVersion: s.nextVersion,
+	}
 	return s
 }
 
@@ -210,13 +230,15 @@ func (s *Server) client(n *core.Node) Client {
 }
 
 // typeOf finds a served type by URL.
-func (s *Server) typeOf(url string) (int, bool) {
-	for i, t := range s.types {
-		if t.URL == url {
-			return i, true
-		}
+func (s *Server) typeOf(url string) (int, bool) { return s.env.typeOf(url) }
+
+// typeLabel names a type URL in logs and metrics: its short name, or
+// otherType.
+func (s *Server) typeLabel(url string) string {
+	if t, ok := s.typeOf(url); ok {
+		return s.types[t].Short
 	}
-	return 0, false
+	return otherType
 }
 
 // NACKs returns how many NACKs clients have sent.
@@ -224,14 +246,6 @@ func (s *Server) NACKs() uint64 { return s.nacks.Load() }
 
 // RefusedStreams returns how many new streams were refused, by reason.
 func (s *Server) RefusedStreams() RefusedStreams { return s.refused.counts() }
-
-// Clients lists the connected xDS streams, ordered by node id, with their
-// per-type sync state.
-func (s *Server) Clients() []ClientInfo { return s.tracker.list() }
-
-// ClientCounts returns how many streams gRPC clients and other (Envoy)
-// clients hold open.
-func (s *Server) ClientCounts() (grpcClients, envoyClients int) { return s.tracker.counts() }
 
 // Stats describes the server's shared state.
 type Stats struct {
@@ -262,7 +276,6 @@ func (s *Server) Stats() Stats {
 func (s *Server) Push(req push.Request) {
 	start := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	woken := map[*watch]struct{}{}
 	if req.Full {
 		s.cache.dropAll()
@@ -276,25 +289,50 @@ func (s *Server) Push(req push.Request) {
 		})
 		s.watches.collectWildcard(kinds, woken)
 	}
-	sent := 0
+	var answered []*xdsStream
 	for w := range woken {
 		if s.evaluate(w, req.Start) {
-			sent++
+			answered = append(answered, w.stream)
 		}
+	}
+	s.mu.Unlock()
+	// Every answer of the push is pending before the first is sent, so
+	// that each stream sends them in send order (clusters before their
+	// endpoints, listeners before their routes).
+	for _, st := range answered {
+		st.kick()
 	}
 	if s.log.Enabled(context.Background(), slog.LevelDebug) {
 		s.log.Debug("xds: push", "full", req.Full, "services", len(req.Services), "endpointsOnly", len(req.EndpointsOnly),
-			"events", req.Events, "watches", len(woken), "sent", sent, "took", time.Since(start))
+			"events", req.Events, "watches", len(woken), "sent", len(answered), "took", time.Since(start))
 	}
 }
 
-// startWatch makes w its type's watch on its stream and answers it at
-// once when the client lacks something, else indexes it to wait for a
-// change. s.mu is held.
-func (s *Server) startWatch(w *watch) {
+// watch implements watcher: it answers w at once when the client lacks
+// something, else indexes it to wait for a change. The stream's handler
+// is its sender and sends the answer itself.
+func (s *Server) watch(w *watch) {
+	s.mu.Lock()
 	w.wildcard = isWildcard(s.types[w.typ], w.client, w.ts.sub.wildcard)
-	w.ts.watch = w
 	s.evaluate(w, time.Time{})
+	s.mu.Unlock()
+}
+
+// cancel implements watcher.
+func (s *Server) cancel(w *watch) {
+	if w == nil {
+		return
+	}
+	s.mu.Lock()
+	s.finish(w)
+	s.mu.Unlock()
+}
+
+// shareNames implements watcher: the names take the cache's strings.
+func (s *Server) shareNames(typ int, names []string) {
+	s.mu.Lock()
+	s.cache.shareNames(typ, names)
+	s.mu.Unlock()
 }
 
 // isWildcard: only non-gRPC clients may subscribe to everything, and
@@ -324,7 +362,7 @@ func (s *Server) evaluate(w *watch, change time.Time) (sent bool) {
 	}
 	if r != nil {
 		s.finish(w)
-		w.stream.enqueue(w.ts, r)
+		w.answer(r)
 		return true
 	}
 	s.reindex(w, &deps)

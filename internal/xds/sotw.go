@@ -75,7 +75,7 @@ func (s *Server) sotw(w *watch, change time.Time, deps *depCollector) *response 
 			}
 		})
 	}
-	if !changed {
+	if !changed || sub.isRejected(returnedNext) {
 		return nil
 	}
 	if full || initial {

@@ -36,9 +36,9 @@ func TestSendOrder(t *testing.T) {
 	s := NewServer(Options{Discovery: model.NewStore()})
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.pending), func(t *testing.T) {
-			st := s.newStream(streamKey{id: 1}, nil, "")
+			st := newStream(s.env, streamKey{id: 1}, nil, "")
 			for _, url := range c.pending {
-				ts := st.addType(url)
+				ts := st.typeFor(url)
 				ts.pending = &response{sotw: &discovery.DiscoveryResponse{TypeUrl: url}, returned: versionMap{{url, "v"}}}
 			}
 			var got []string
@@ -172,36 +172,35 @@ func TestSenderOnlyWhileSending(t *testing.T) {
 	idle("once the push is sent")
 }
 
-// TestSubscriptionSharesClientStateNames: a stream keeps one list of a
-// type's subscribed names, the client state's, not a copy in its
-// subscription too; whatever the request's order and repeats.
-func TestSubscriptionSharesClientStateNames(t *testing.T) {
+// TestACKKeepsSubscribedNames: an ACK repeats a type's names, in the
+// same order or another, with its own copy of each as read from the
+// wire: the stream keeps the list it has, not the request's.
+func TestACKKeepsSubscribedNames(t *testing.T) {
 	s := NewServer(Options{Discovery: baseStore()})
 	c := openMemStream(t, s)
 	defer c.close()
-	c.request(t, &discovery.DiscoveryRequest{Node: grpcNode("n", "default"), TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: grpcNode("n", "default"), TypeUrl: ClusterType, ResourceNames: []string{ratings, reviews}})
 	last := <-c.sent
-	for _, names := range [][]string{{reviews, ratings}, {ratings, reviews}, {ratings}, {ratings, ratings}} {
-		c.ack(t, last, names)
-		// The stream sends what a request's watch answers before the
-		// request returns.
+	subscribed := func() []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.typeState(ClusterType).sub.names
+	}
+	kept := subscribed()
+	for _, names := range [][]string{{ratings, reviews}, {reviews, ratings}, {reviews, ratings, ratings}} {
+		req := make([]string, len(names))
+		for i, n := range names {
+			req[i] = strings.Clone(n)
+		}
+		c.ack(t, last, req)
 		select {
 		case last = <-c.sent:
+			t.Fatalf("%v: an ACK of the same names was answered", names)
 		default:
 		}
-		s.mu.Lock()
-		c.mu.Lock()
-		sub := c.typeState(ClusterType).sub.names
-		c.mu.Unlock()
-		s.mu.Unlock()
-		s.tracker.mu.Lock()
-		tracked := s.tracker.clients[c.key].findType("CDS").Subscribed
-		s.tracker.mu.Unlock()
-		if want := slices.Compact(slices.Sorted(slices.Values(names))); !slices.Equal(sub, want) {
-			t.Fatalf("%v: subscribed %v, want %v", names, sub, want)
-		}
-		if slices.Equal(tracked, sub) && unsafe.SliceData(sub) != unsafe.SliceData(tracked) {
-			t.Errorf("%v: the subscription holds a copy of the client state's names", names)
+		got := subscribed()
+		if !slices.Equal(got, kept) || unsafe.SliceData(got) != unsafe.SliceData(kept) {
+			t.Fatalf("%v: the stream's names are %v, a new list; want its own %v", names, got, kept)
 		}
 	}
 }
@@ -233,8 +232,6 @@ func TestStreamKeepsNoNode(t *testing.T) {
 func TestSubscriptionsShareCachedNames(t *testing.T) {
 	s := NewServer(Options{Discovery: baseStore()})
 	names := func(s *memStream) []string {
-		s.srv.mu.Lock()
-		defer s.srv.mu.Unlock()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.typeState(ClusterType).sub.names

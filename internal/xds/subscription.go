@@ -40,6 +40,32 @@ type subscription struct {
 	// that the stream keeps no name/version list of its own. Sorted by
 	// name.
 	sent []*entry
+
+	// before is what the stream was sent up to the latest response
+	// (returned or sent, as they were), kept from that response's send
+	// until the client answers it: a NACK goes back to it. nil while no
+	// response awaits an answer.
+	before *heldState
+	// rejected is what the client would hold had it accepted the
+	// response it rejected last: a watch does not answer with the same
+	// again, so that a NACKed response is not resent until something in
+	// it changes (as go-control-plane's caches and istiod do). nil once
+	// any other response is sent.
+	rejected *heldState
+}
+
+// heldState is a subscription's record of what the stream was sent.
+type heldState struct {
+	returned versionMap
+	sent     []*entry
+}
+
+// same: the state says exactly m's names and versions.
+func (h *heldState) same(m versionMap) bool {
+	if h.sent != nil {
+		return sameVersions(m, h.sent)
+	}
+	return slices.Equal(h.returned, m)
 }
 
 const wildcardName = "*"
@@ -75,7 +101,30 @@ func (s *subscription) setSotw(names, sorted []string) {
 func newDeltaSubscription(subscribe, unsubscribe []string, initial map[string]string) subscription {
 	s := subscription{wildcard: len(subscribe) == 0, legacy: true, returned: versionMapOf(initial)}
 	s.updateDelta(subscribe, unsubscribe)
+	if !s.wildcard {
+		// What the client says it holds of names it does not subscribe
+		// to is of no use, and would be kept for the stream's life.
+		s.returned.keepOnly(s.has)
+	}
 	return s
+}
+
+// resubscribe applies the rule that a delta request's
+// resource_names_subscribe is answered even for what the client holds
+// (the incremental protocol's subscription rules): those names are
+// forgotten, so that the watch sends them again, or says they do not
+// exist.
+func (s *subscription) resubscribe(subscribe []string) {
+	var again []string
+	for _, n := range subscribe {
+		if n == wildcardName {
+			continue
+		}
+		if _, ok := s.returnedVersion(n); ok {
+			again = append(again, n)
+		}
+	}
+	s.forget(again)
 }
 
 // updateDelta applies a delta request's subscribe and unsubscribe lists.
@@ -116,6 +165,51 @@ func (s *subscription) updateDelta(subscribe, unsubscribe []string) {
 		if ok {
 			s.names = slices.Delete(s.names, i, i+1)
 		}
+	}
+}
+
+// sentResponse records a response's send: what it carries is what the
+// stream was sent, until the client rejects it (nacked).
+func (s *subscription) sentResponse(m versionMap, holds []*entry) {
+	s.before = &heldState{returned: s.returned, sent: s.sent}
+	s.rejected = nil
+	s.setReturned(m, holds)
+}
+
+// acked: the client accepted the latest response.
+func (s *subscription) acked() { s.before = nil }
+
+// nacked: the client rejected the latest response. What it holds is
+// what it held before that response; the rejected state is remembered
+// so that the same is not sent again.
+func (s *subscription) nacked() {
+	if s.before == nil {
+		return
+	}
+	// Names and versions only: what the client rejected is not held,
+	// and its entries may leave the cache.
+	s.rejected = &heldState{returned: s.returnedMap()}
+	s.returned, s.sent = s.before.returned, s.before.sent
+	s.before = nil
+}
+
+// isRejected: a response that would make the stream's returned state m
+// is the one the client rejected last.
+func (s *subscription) isRejected(m versionMap) bool {
+	return s.rejected != nil && s.rejected.same(m)
+}
+
+// forget drops names from what the stream was sent, so that the next
+// watch answers them whether they changed or not: a cluster Envoy warms
+// waits for its ClusterLoadAssignment, and a delta client that
+// subscribes to a name again must be sent it again.
+func (s *subscription) forget(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	s.unshare()
+	for _, n := range names {
+		s.returned.remove(n)
 	}
 }
 

@@ -27,15 +27,11 @@ func viewOf(t testing.TB, m *memStream, url string) sentView {
 	m.mu.Lock()
 	ts := m.typeState(url)
 	v := sentView{returned: ts.sub.returnedMap().asMap(), sent: ts.sub.sent}
-	m.mu.Unlock()
-	c := m.srv.tracker
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sync := c.clients[m.key].findType(c.shortType(url))
-	v.tracked = sync.held
-	if sync.pending != nil {
-		v.tracked = sync.pending.resources
+	v.tracked = ts.held
+	if ts.awaiting {
+		v.tracked = ts.inflight
 	}
+	m.mu.Unlock()
 	return v
 }
 
@@ -62,7 +58,8 @@ func TestSubscriptionSharesSentEntries(t *testing.T) {
 	m := openMemStream(t, ts.Server)
 	defer m.close()
 	var last *discovery.DiscoveryResponse
-	var first string            // the first response's nonce
+	var first string // the first response's nonce
+	var beforePush map[string]string
 	sent := map[string]string{} // name to version, as the client was sent
 	steps := []struct {
 		name string
@@ -83,19 +80,23 @@ func TestSubscriptionSharesSentEntries(t *testing.T) {
 			delete(sent, ratings)
 		}, true, false},
 		{"pushed", func() {
+			beforePush = maps.Clone(sent)
 			ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
 			last = <-m.sent
 			sent = versionsOf(last, sent)
 		}, true, true},
 		{"stale", func() {
-			// Not the latest nonce: the stream ignores the request, the
-			// client state takes its names and lets go of reviews.
+			// Not the latest nonce: the stream ignores the request, its
+			// names included.
 			m.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{ratings}, ResponseNonce: first})
-		}, false, false},
+		}, true, true},
 		{"NACKed", func() {
+			// The client holds what it held before the push: the stream
+			// goes back to it.
 			m.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{reviews},
 				ResponseNonce: last.GetNonce(), ErrorDetail: &status.Status{Message: "no"}})
-		}, false, false},
+			sent = beforePush
+		}, true, false},
 	}
 	for _, step := range steps {
 		step.do()
