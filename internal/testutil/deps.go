@@ -10,7 +10,10 @@ import (
 // Deps lists the packages that pkg (a pattern `go list` takes, relative to
 // the test's package folder: "." for the package under test) imports,
 // directly or not, the standard library included: what `go list -deps`
-// prints. It lets a test hold a package to the layering of DESIGN.md.
+// prints. It lets a test hold a package to the layering that
+// docs/architecture.md describes: conversion without client-go, the file
+// registry without the Kubernetes one, the xDS server over translation
+// over the model.
 func Deps(t testing.TB, pkg string) []string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", pkg).Output()

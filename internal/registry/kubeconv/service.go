@@ -126,9 +126,12 @@ func isWellKnownTCPPort(port int32) bool {
 	return false
 }
 
-// PortProtocol applies the protocol rules of DESIGN.md to one service port,
-// exactly as Istio does, so that a Service annotated for Istio means the
-// same thing here.
+// PortProtocol gives one service port its protocol exactly as Istio does,
+// so that a Service annotated for Istio means the same thing here: UDP is
+// UDP; otherwise appProtocol, when set, replaces the port name, whose
+// prefix names the protocol (grpc-web, else the part before the first
+// "-"), and a port that names none is TCP when it is a well-known TCP
+// port (isWellKnownTCPPort).
 func PortProtocol(p corev1.ServicePort) model.Protocol {
 	if p.Protocol == corev1.ProtocolUDP {
 		return model.UDP
