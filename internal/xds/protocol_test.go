@@ -135,7 +135,9 @@ func TestNACK(t *testing.T) {
 	a.Subscribe(EndpointType, reviews)
 	r := a.Next()
 	a.NACK(r, "bad endpoints, says the client")
-	// Nothing is resent; the next response is the new endpoints.
+	// The NACK is handled before the change: nothing is resent, the next
+	// response is the new endpoints.
+	awaitClient(t, ts.Server, "the NACK", func(c ClientInfo) bool { return c.Types["EDS"] != nil && c.Types["EDS"].Status == NACKed })
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
 	r2 := a.Next()
 	if got := claAddrs(t, r2); !slices.Equal(got[reviews], []string{"10.0.0.9"}) {

@@ -526,8 +526,15 @@ func (st *xdsStream) next() (*typeState, *response) {
 	st.nonce++
 	first.nonce = strconv.FormatInt(st.nonce, 10)
 	r.setNonce(first.nonce)
-	if first.url == ClusterType && !st.grpcClient {
+	switch {
+	case first.url == ClusterType && !st.grpcClient:
 		st.forgetEndpoints(first, r)
+	case len(first.forget) > 0:
+		// Endpoints sent after the cluster changed: Envoy has them.
+		first.forget = slices.DeleteFunc(first.forget, func(n string) bool {
+			_, ok := r.returned.get(n)
+			return ok
+		})
 	}
 	first.sub.sentResponse(r.returned, r.holds)
 	first.awaiting = true
