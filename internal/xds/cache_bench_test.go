@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // BenchmarkCacheHeap: the heap the resource cache costs per entry, its
@@ -23,7 +24,7 @@ func BenchmarkCacheHeap(b *testing.B) {
 		cluster := model.ClusterName(8080, "", host)
 		for t, g := range gens {
 			name := cluster
-			if g.Type().URL == ListenerType {
+			if g.Type().URL == resource.ListenerType {
 				name = fmt.Sprintf("svc-%d:8080", i)
 			}
 			names[t] = append(names[t], name)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -58,14 +59,14 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	policies.set()
 	ts := startServer(t, st, withPolicies(policies))
 	c := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("c", "default"), AutoACK: true, Wait: wait})
-	c.Subscribe(ClusterType, whole, v1, v2)
-	c.Subscribe(EndpointType, v1, v2)
-	c.WaitFor(ClusterType, whole)
-	c.WaitFor(EndpointType)
+	c.Subscribe(resource.ClusterType, whole, v1, v2)
+	c.Subscribe(resource.EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole)
+	c.WaitFor(resource.EndpointType)
 	// A client of the whole service's endpoints does not read the rule.
 	eds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("eds", "default"), AutoACK: true, Wait: wait})
-	eds.Subscribe(EndpointType, whole)
-	eds.WaitFor(EndpointType, whole)
+	eds.Subscribe(resource.EndpointType, whole)
+	eds.WaitFor(resource.EndpointType, whole)
 	// c's two watches wait on the rule's key, eds's does not.
 	deadline := time.Now().Add(wait)
 	for waiting(ts.Server, model.DestinationRuleKey(host)) != 2 || waiting(ts.Server, model.EndpointsKey(host)) != 2 {
@@ -84,8 +85,8 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	policies.set(rule)
 	before := len(ts.logs.String())
 	ts.Push(pushOf(ruleChanged(host)))
-	c.WaitFor(ClusterType, whole, v1, v2)
-	c.WaitFor(EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole, v1, v2)
+	c.WaitFor(resource.EndpointType, v1, v2)
 	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=2 ") {
 		t.Errorf("the rule's push woke other watches than c's two:\n%s", log)
 	}
@@ -109,7 +110,7 @@ func TestDestinationRuleSubsets(t *testing.T) {
 
 	policies.set()
 	ts.Push(pushOf(ruleChanged(host)))
-	c.WaitFor(ClusterType, whole)
+	c.WaitFor(resource.ClusterType, whole)
 	if lb := c.Cluster(whole).GetLbPolicy(); lb != cluster.Cluster_ROUND_ROBIN {
 		t.Errorf("without the rule: lb_policy %v, want ROUND_ROBIN", lb)
 	}
@@ -206,7 +207,7 @@ func TestVariantsThatVaryDifferently(t *testing.T) {
 	var afterFirst uint64
 	for round := range 3 {
 		for _, a := range order {
-			cl, _ := m.get(t, ClusterType, Client{Namespace: a.namespace, GRPC: a.grpc}, name).(*cluster.Cluster)
+			cl, _ := m.get(t, resource.ClusterType, Client{Namespace: a.namespace, GRPC: a.grpc}, name).(*cluster.Cluster)
 			if got := cl.GetLbPolicy(); got != want[a] {
 				t.Fatalf("round %d, %+v: lb_policy %v, want %v", round, a, got, want[a])
 			}

@@ -8,6 +8,7 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -191,7 +192,7 @@ func TestClusterLocalPushed(t *testing.T) {
 	node := xdstest.GRPCNode(xdstest.NodeOptions{ID: "b", Namespace: "default", Metadata: map[string]string{"CLUSTER_ID": "cluster-b"}})
 	name := model.ClusterName(80, "", svc.Hostname)
 	eds := openADS(t, dial(t, ts.addr), node)
-	eds.Subscribe(EndpointType, name)
+	eds.Subscribe(resource.EndpointType, name)
 	r := eds.Next()
 	eds.ACK(r)
 	if got := claAddrs(t, r)[name]; strings.Join(got, ",") != "10.0.0.1,10.1.0.1" {

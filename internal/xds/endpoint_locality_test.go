@@ -9,6 +9,7 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestMeshLocalityLB: MeshConfig's localityLbSetting orders and weighs a
@@ -126,13 +127,13 @@ func TestMeshPartsWakeOnlyTheirReaders(t *testing.T) {
 	}, 1)
 	r := eds.Next()
 	eds.ACK(r)
-	if got := claAddrs(t, r)[reviews]; r.TypeURL != EndpointType || strings.Join(got, ",") != "10.0.0.1" {
+	if got := claAddrs(t, r)[reviews]; r.TypeURL != resource.EndpointType || strings.Join(got, ",") != "10.0.0.1" {
 		t.Fatalf("after distributing all to r1: %s %v, want reviews' endpoint in r1 alone", r.TypeURL, got)
 	}
 	change(model.MeshRetryKey, func(m *model.MeshSettings) { m.DefaultHTTPRetry = &model.HTTPRetry{} }, 1)
 	r = routes.Next()
 	routes.ACK(r)
-	if r.TypeURL != RouteType || routeRetry(routes.RouteConfiguration(reviews)) != nil {
+	if r.TypeURL != resource.RouteType || routeRetry(routes.RouteConfiguration(reviews)) != nil {
 		t.Fatalf("after attempts 0: %s, retry policy %v; want the route without one", r.TypeURL, routeRetry(routes.RouteConfiguration(reviews)))
 	}
 	change(model.MeshTrustDomainKey, func(m *model.MeshSettings) { m.TrustDomain = "example.org" }, 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
@@ -262,10 +263,10 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 
 // goldenTypes are the types a golden case writes, one output file each.
 var goldenTypes = []struct{ file, url string }{
-	{"listeners", ListenerType},
-	{"routes", RouteType},
-	{"clusters", ClusterType},
-	{"endpoints", EndpointType},
+	{"listeners", resource.ListenerType},
+	{"routes", resource.RouteType},
+	{"clusters", resource.ClusterType},
+	{"endpoints", resource.EndpointType},
 }
 
 // TestGolden is the main test of the generators: each
@@ -295,7 +296,7 @@ func TestGolden(t *testing.T) {
 		for _, c := range in.Clients {
 			client := ClientFromNode(c.node(t))
 			asked := map[string][]string{
-				ListenerType: c.Listeners, RouteType: c.Routes, ClusterType: c.Clusters, EndpointType: c.Endpoints,
+				resource.ListenerType: c.Listeners, resource.RouteType: c.Routes, resource.ClusterType: c.Clusters, resource.EndpointType: c.Endpoints,
 			}
 			for _, ty := range goldenTypes {
 				names := asked[ty.url]

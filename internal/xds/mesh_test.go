@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -93,7 +94,7 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 	ts.Push(pushOf(meshChanged))
 	r := routes.Next()
 	routes.ACK(r)
-	if p := routeRetry(routes.RouteConfiguration(reviews)); r.TypeURL != RouteType || p != nil {
+	if p := routeRetry(routes.RouteConfiguration(reviews)); r.TypeURL != resource.RouteType || p != nil {
 		t.Fatalf("after attempts 0: %s with retry policy %v, want the route without one", r.TypeURL, p)
 	}
 	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=1 ") {
@@ -111,10 +112,10 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 func reviewsReaders(t *testing.T, ts *testServer, keys ...model.ConfigKey) (routes, eds *xdstest.TestClient) {
 	t.Helper()
 	routes = openADS(t, dial(t, ts.addr), grpcNode("routes", "default"))
-	routes.Subscribe(RouteType, reviews)
+	routes.Subscribe(resource.RouteType, reviews)
 	routes.ACK(routes.Next())
 	eds = openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
-	eds.Subscribe(EndpointType, reviews)
+	eds.Subscribe(resource.EndpointType, reviews)
 	eds.ACK(eds.Next())
 	deadline := time.Now().Add(wait)
 	for slices.ContainsFunc(keys, func(k model.ConfigKey) bool { return waiting(ts.Server, k) != 1 }) {
@@ -201,7 +202,7 @@ func TestTrustDomainChangeWakesOnlyTLSClusters(t *testing.T) {
 	ts := startServer(t, st, withMesh(mesh), withPolicies(policies))
 	_, eds := reviewsReaders(t, ts, model.MeshRetryKey, model.EndpointsKey(host))
 	cds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("cds", "default"), AutoACK: true, Wait: wait})
-	cds.Subscribe(ClusterType, reviews)
+	cds.Subscribe(resource.ClusterType, reviews)
 	sans := func() string { return clusterSANs(cds, reviews) }
 	cds.WaitUntil("the cluster verifying reviews' identity", func() bool {
 		return cds.Cluster(reviews) != nil && sans() == "spiffe://cluster.local/ns/default/sa/reviews"

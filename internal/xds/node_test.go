@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 func TestClientFromNode(t *testing.T) {
@@ -63,7 +64,7 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 	if _, _, ok := serviceCluster(subset); ok {
 		t.Errorf("serviceCluster(%q) accepted a subset", subset)
 	}
-	for _, typ := range []string{ClusterType, RouteType, EndpointType} {
+	for _, typ := range []string{resource.ClusterType, resource.RouteType, resource.EndpointType} {
 		if m := g.get(t, typ, Client{}, whole); m == nil {
 			t.Errorf("%s %q: no resource", typ, whole)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestOnePortNumberTwoProtocols: kube-dns serves "dns" 53/UDP and
@@ -50,10 +51,10 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 		}
 	}
 
-	if got := g.allNames(t, ClusterType); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, resource.ClusterType); !slices.Equal(got, []string{name}) {
 		t.Errorf("ClusterNames = %v, want [%s]", got, name)
 	}
-	if got := g.allNames(t, EndpointType); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, resource.EndpointType); !slices.Equal(got, []string{name}) {
 		t.Errorf("EndpointNames = %v, want [%s]", got, name)
 	}
 	if g.cluster(t, name) == nil || g.listener(t, Client{Namespace: "kube-system", GRPC: true}, "kube-dns:53") == nil {

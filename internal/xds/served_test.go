@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // servedModel answers for one client exactly as the server answers a
@@ -63,25 +64,25 @@ func (m *servedModel) allNames(t testing.TB, typeURL string) []string {
 
 func (m *servedModel) listener(t testing.TB, c Client, name string) *listener.Listener {
 	t.Helper()
-	r, _ := m.get(t, ListenerType, c, name).(*listener.Listener)
+	r, _ := m.get(t, resource.ListenerType, c, name).(*listener.Listener)
 	return r
 }
 
 func (m *servedModel) route(t testing.TB, name string) *route.RouteConfiguration {
 	t.Helper()
-	r, _ := m.get(t, RouteType, Client{}, name).(*route.RouteConfiguration)
+	r, _ := m.get(t, resource.RouteType, Client{}, name).(*route.RouteConfiguration)
 	return r
 }
 
 func (m *servedModel) cluster(t testing.TB, name string) *cluster.Cluster {
 	t.Helper()
-	r, _ := m.get(t, ClusterType, Client{}, name).(*cluster.Cluster)
+	r, _ := m.get(t, resource.ClusterType, Client{}, name).(*cluster.Cluster)
 	return r
 }
 
 func (m *servedModel) endpoints(t testing.TB, c Client, name string) *endpoint.ClusterLoadAssignment {
 	t.Helper()
-	r, _ := m.get(t, EndpointType, c, name).(*endpoint.ClusterLoadAssignment)
+	r, _ := m.get(t, resource.EndpointType, c, name).(*endpoint.ClusterLoadAssignment)
 	return r
 }
 

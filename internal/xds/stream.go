@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // This file is the stream loop: the protocol of one xDS stream, state of
@@ -101,13 +103,13 @@ type typeState struct {
 // does not serve come last.
 func sendOrder(url string) int {
 	switch url {
-	case ClusterType:
+	case resource.ClusterType:
 		return 0
-	case EndpointType:
+	case resource.EndpointType:
 		return 1
-	case ListenerType:
+	case resource.ListenerType:
 		return 2
-	case RouteType:
+	case resource.RouteType:
 		return 3
 	}
 	return 4

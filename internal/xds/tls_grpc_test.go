@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testpki"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // meshBootstrap is the bootstrap `meshpilot bootstrap --cert --key
@@ -111,7 +112,7 @@ func awaitCluster(t *testing.T, ts *testServer, namespace, name, text string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
-		cl := (&servedModel{s: ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: namespace}, name)
+		cl := (&servedModel{s: ts.Server}).get(t, resource.ClusterType, Client{GRPC: true, Namespace: namespace}, name)
 		b, err := protojson.Marshal(cl)
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // testRoutes is a RouteIndex a test replaces; a change is pushed by the
@@ -39,10 +40,10 @@ func TestVirtualServiceChangeWakesOnlyItsRoutes(t *testing.T) {
 	reviewsHost, ratingsHost := model.ServiceHostname("reviews", "default", ""), model.ServiceHostname("ratings", "default", "")
 	reviewsRoute, ratingsRoute := model.ClusterName(9080, "", reviewsHost), model.ClusterName(9080, "", ratingsHost)
 	a := openADS(t, dial(t, ts.addr), grpcNode("a", "default"))
-	a.Subscribe(RouteType, reviewsRoute)
+	a.Subscribe(resource.RouteType, reviewsRoute)
 	a.ACK(a.Next())
 	b := openADS(t, dial(t, ts.addr), grpcNode("b", "default"))
-	b.Subscribe(RouteType, ratingsRoute)
+	b.Subscribe(resource.RouteType, ratingsRoute)
 	b.ACK(b.Next())
 	deadline := time.Now().Add(wait)
 	for waiting(ts.Server, model.VirtualServiceKey(reviewsHost)) != 1 || waiting(ts.Server, model.VirtualServiceKey(ratingsHost)) != 1 {
