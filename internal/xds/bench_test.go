@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -90,9 +91,9 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 func BenchmarkGenerate(b *testing.B) {
 	st := benchModel(10, 100)
 	name := model.ClusterName(8080, "", "svc-1.default.svc.cluster.local")
-	client := &Client{Namespace: "default", GRPC: true}
+	client := &translate.Client{Namespace: "default", GRPC: true}
 	names := map[string]string{resource.ListenerType: "svc-1:8080", resource.RouteType: name, resource.ClusterType: name, resource.EndpointType: name}
-	for _, g := range generators(GeneratorOptions{Discovery: st}) {
+	for _, g := range translate.Generators(translate.GeneratorOptions{Discovery: st}) {
 		typ := g.Type()
 		b.Run(typ.Short+"+marshal", func(b *testing.B) {
 			b.ReportAllocs()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // Observer is told what happens on the xDS streams, for metrics. Its
@@ -266,7 +268,7 @@ func (c *clientTracker) shortType(typeURL string) string {
 type clientTracker struct {
 	observer Observer
 	// types are the served types, set before the first stream opens.
-	types []ResourceType
+	types []translate.ResourceType
 
 	mu      sync.Mutex // guards clients
 	clients map[streamKey]*ClientInfo
@@ -341,7 +343,7 @@ func (c *clientTracker) request(req clientRequest) requestResult {
 		return requestResult{}
 	}
 	if ci.NodeID == "" && node != nil {
-		cl := ClientFromNode(node)
+		cl := translate.ClientFromNode(node)
 		ci.NodeID, ci.Namespace, ci.Cluster, ci.GRPC = cl.ID, cl.Namespace, cl.ClusterID, cl.GRPC
 	}
 	ts := ci.typeSync(typ)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
@@ -156,7 +157,7 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 	st.Update(svc, nil)
 	g := serve(st)
 	name := model.ClusterName(9080, "", svc.Hostname)
-	grpcClient := Client{Namespace: "default", GRPC: true}
+	grpcClient := translate.Client{Namespace: "default", GRPC: true}
 
 	caches := map[string]*cache.LinearCache{}
 	for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
@@ -202,8 +203,10 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 			Locality:            &core.Locality{Region: "r1", Zone: zone},
 			LoadBalancingWeight: weight,
 			LbEndpoints: []*endpoint.LbEndpoint{{
-				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(be.IP, be.Port)}},
-				HealthStatus:   core.HealthStatus_HEALTHY,
+				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{Address: &core.Address_SocketAddress{
+					SocketAddress: &core.SocketAddress{Protocol: core.SocketAddress_TCP, Address: be.IP, PortSpecifier: &core.SocketAddress_PortValue{PortValue: be.Port}},
+				}}}},
+				HealthStatus: core.HealthStatus_HEALTHY,
 			}},
 		}
 	}

@@ -584,7 +584,7 @@ func TestPerTypeService(t *testing.T) {
 
 // TestEndpointsPerClientKind: gRPC clients and Envoy get different
 // ClusterLoadAssignments when a locality has no HEALTHY endpoint (see
-// localityWithoutHealthy), each kind its own whichever asks first, and
+// translate's localityWithoutHealthy), each kind its own whichever asks first, and
 // both follow a change.
 func TestEndpointsPerClientKind(t *testing.T) {
 	st := model.NewStore()

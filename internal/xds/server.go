@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // Options configure a Server.
@@ -82,7 +83,7 @@ type Options struct {
 // registers the services, stream.go runs each stream, subscription.go
 // keeps what a stream subscribes to and was sent); watches (sotw.go,
 // delta.go) and fetches (rest.go) are answered from resources that one
-// Generator per type builds on demand (generator.go), held in a
+// translate.Generator per type builds on demand, held in a
 // resourceCache (cache.go) and marshalled once per content and client
 // variant; waiting watches sit in a watchIndex (watches.go) under the
 // model keys their resources were built from, so that a push wakes only
@@ -98,7 +99,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	types   []ResourceType
+	types   []translate.ResourceType
 	tracker *clientTracker
 	// prefix and seq make response versions unique across restarts.
 	prefix string
@@ -155,12 +156,12 @@ func NewServer(opts Options) *Server {
 		identityLog: newClientLog(clientLogEvery, clientLogMax),
 		sendTimeout: cmp.Or(opts.StreamSendTimeout, DefaultStreamSendTimeout),
 	}
-	gens := generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
+	gens := translate.Generators(translate.GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes})
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}
 	s.tracker.types = s.types
-	s.cache = newResourceCache(gens, func(t ResourceType, name string, err error) {
+	s.cache = newResourceCache(gens, func(t translate.ResourceType, name string, err error) {
 		s.log.Error("xds: cannot marshal resource", "type", t.Short, "name", name, "err", err)
 	})
 	return s
@@ -185,8 +186,8 @@ func (s *Server) nextVersion() string {
 // proxy's node and locality from its pod: grpc-go sends the bootstrap's
 // locality, which is often empty, and node metadata only if the bootstrap
 // has it.
-func (s *Server) client(n *core.Node) Client {
-	c := ClientFromNode(n)
+func (s *Server) client(n *core.Node) translate.Client {
+	c := translate.ClientFromNode(n)
 	// One name for the local cluster, so that clients that name it and
 	// clients that do not share what varies by cluster.
 	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
@@ -300,7 +301,7 @@ func (s *Server) startWatch(w *watch) {
 // isWildcard: only non-gRPC clients may subscribe to everything, and
 // only to types that have a wildcard; a gRPC client that names nothing
 // gets nothing.
-func isWildcard(t ResourceType, c *Client, subscribed bool) bool {
+func isWildcard(t translate.ResourceType, c *translate.Client, subscribed bool) bool {
 	return subscribed && t.Wildcard && !c.GRPC
 }
 
@@ -358,7 +359,7 @@ func (s *Server) finish(w *watch) {
 // resource returns the entry of a resource for a client, generating it
 // when needed, and adds what it depends on to deps (nil: not wanted).
 // s.mu is held.
-func (s *Server) resource(typ int, c *Client, name string, deps *depCollector) *entry {
+func (s *Server) resource(typ int, c *translate.Client, name string, deps *depCollector) *entry {
 	e := s.cache.get(typ, c, name)
 	if deps != nil {
 		deps.add(e.deps)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
@@ -63,7 +64,7 @@ type xdsStream struct {
 	// watches); nil until a request names one. The stream keeps no node:
 	// a node comes once, with the first request, and its metadata would
 	// cost a kilobyte per stream.
-	client *Client
+	client *translate.Client
 
 	// mu guards what follows, and every typeState's sub, nonce and
 	// pending. A watch reads its type's subscription under Server.mu
@@ -179,7 +180,7 @@ func (st *xdsStream) setNode(node *core.Node) {
 
 // currentClient is the client the stream's node describes; the empty
 // node's while no request named one.
-func (st *xdsStream) currentClient() *Client {
+func (st *xdsStream) currentClient() *translate.Client {
 	if st.client == nil {
 		st.setNode(&core.Node{})
 	}

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"strconv"
@@ -49,7 +49,7 @@ func (g *routeGenerator) Generate(c *Client, name string) Result {
 			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &route.Route_Route{Route: &route.RouteAction{
 				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
-				RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
+				RetryPolicy:      retryPolicy(g.MeshSettings().DefaultHTTPRetry),
 				HashPolicy:       hash,
 			}},
 		}}

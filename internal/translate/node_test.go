@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"reflect"
@@ -56,7 +56,7 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 	st := model.NewStore()
 	svc := service("a", "b", 80)
 	st.Update(svc, nil)
-	g := serve(st)
+	g := generate(st)
 	whole, subset := model.ClusterName(80, "", svc.Hostname), model.ClusterName(80, "v1", svc.Hostname)
 	if h, p, ok := serviceCluster(whole); !ok || h != svc.Hostname || p != 80 {
 		t.Fatalf("serviceCluster(%q) = %q, %d, %v", whole, h, p, ok)

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"slices"
@@ -31,7 +31,7 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 			&model.Endpoint{Address: addr, Port: 8125, ServicePortName: "statsd"})
 	}
 	st.Update(dns, eps)
-	g := serve(st)
+	g := generate(st)
 	name := model.ClusterName(53, "", dns.Hostname)
 
 	for _, c := range []Client{{Namespace: "kube-system", GRPC: true}, {Namespace: "kube-system"}} {
