@@ -35,7 +35,7 @@ type Cases struct {
 	// Out is the folder of the outputs: "testdata/out".
 	Out string
 	// Rerun is the command that rewrites the outputs, quoted in failures:
-	// "go test ./internal/xds -run TestGolden -update".
+	// "go test ./internal/translate -run TestGolden -update".
 	Rerun string
 
 	made map[string]bool // outputs checked, by path under Out

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // This file registers the discovery services: ADS (state of the world
@@ -42,51 +44,51 @@ func (v services) DeltaAggregatedResources(st grpc.BidiStreamingServer[discovery
 }
 
 func (v services) StreamListeners(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
-	return v.s.serve(st, false, ListenerType)
+	return v.s.serve(st, false, resource.ListenerType)
 }
 
 func (v services) DeltaListeners(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
-	return v.s.serve(st, true, ListenerType)
+	return v.s.serve(st, true, resource.ListenerType)
 }
 
 func (v services) FetchListeners(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
-	return v.s.fetchAs(ctx, req, ListenerType)
+	return v.s.fetchAs(ctx, req, resource.ListenerType)
 }
 
 func (v services) StreamRoutes(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
-	return v.s.serve(st, false, RouteType)
+	return v.s.serve(st, false, resource.RouteType)
 }
 
 func (v services) DeltaRoutes(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
-	return v.s.serve(st, true, RouteType)
+	return v.s.serve(st, true, resource.RouteType)
 }
 
 func (v services) FetchRoutes(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
-	return v.s.fetchAs(ctx, req, RouteType)
+	return v.s.fetchAs(ctx, req, resource.RouteType)
 }
 
 func (v services) StreamClusters(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
-	return v.s.serve(st, false, ClusterType)
+	return v.s.serve(st, false, resource.ClusterType)
 }
 
 func (v services) DeltaClusters(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
-	return v.s.serve(st, true, ClusterType)
+	return v.s.serve(st, true, resource.ClusterType)
 }
 
 func (v services) FetchClusters(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
-	return v.s.fetchAs(ctx, req, ClusterType)
+	return v.s.fetchAs(ctx, req, resource.ClusterType)
 }
 
 func (v services) StreamEndpoints(st grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
-	return v.s.serve(st, false, EndpointType)
+	return v.s.serve(st, false, resource.EndpointType)
 }
 
 func (v services) DeltaEndpoints(st grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
-	return v.s.serve(st, true, EndpointType)
+	return v.s.serve(st, true, resource.EndpointType)
 }
 
 func (v services) FetchEndpoints(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
-	return v.s.fetchAs(ctx, req, EndpointType)
+	return v.s.fetchAs(ctx, req, resource.EndpointType)
 }
 
 var (

@@ -33,6 +33,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -160,7 +161,7 @@ func parseFuzzScript(b []byte) fuzzScript {
 }
 
 var fuzzTypeAliases = map[string]string{
-	"L": ListenerType, "R": RouteType, "C": ClusterType, "E": EndpointType,
+	"L": resource.ListenerType, "R": resource.RouteType, "C": resource.ClusterType, "E": resource.EndpointType,
 	"S": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret",
 }
 
@@ -282,7 +283,7 @@ func (h *fuzzHarness) open(kind byte) {
 }
 
 // perTypeURL is the type a per-type stream serves.
-var perTypeURL = map[byte]string{'L': ListenerType, 'R': RouteType, 'C': ClusterType, 'E': EndpointType}
+var perTypeURL = map[byte]string{'L': resource.ListenerType, 'R': resource.RouteType, 'C': resource.ClusterType, 'E': resource.EndpointType}
 
 // received records a response and checks it: a nonce, a type URL the
 // stream asked for (a per-type stream's own when its requests named
@@ -529,11 +530,11 @@ func (h *fuzzHarness) checkUsable() {
 		time.Sleep(time.Millisecond)
 	}
 	c := xdstest.Connect(h.t, h.cc, xdstest.Options{Node: grpcNode("fresh", "demo"), AutoACK: true, Wait: 10 * time.Second})
-	c.Subscribe(ListenerType, "greeter:7070")
-	c.WaitFor(ListenerType, "greeter:7070")
+	c.Subscribe(resource.ListenerType, "greeter:7070")
+	c.WaitFor(resource.ListenerType, "greeter:7070")
 	eds := model.ClusterName(7070, "", "greeter.demo.svc.cluster.local")
-	c.Subscribe(EndpointType, eds)
-	c.WaitFor(EndpointType, eds)
+	c.Subscribe(resource.EndpointType, eds)
+	c.WaitFor(resource.EndpointType, eds)
 }
 
 // TestFuzzADSScriptsReachTheServer keeps FuzzADS honest: scripts of
@@ -546,11 +547,11 @@ func TestFuzzADSScriptsReachTheServer(t *testing.T) {
 		types  []string
 		ends   []codes.Code
 	}{
-		{fuzzADSSeeds[0], []string{ListenerType, RouteType, ClusterType, EndpointType}, []codes.Code{codes.OK}},
-		{fuzzADSSeeds[4], []string{EndpointType}, []codes.Code{codes.OK}},
-		{"=C\ni envoy\nt C\n.\nw\n", []string{ClusterType}, []codes.Code{codes.OK}},
+		{fuzzADSSeeds[0], []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType}, []codes.Code{codes.OK}},
+		{fuzzADSSeeds[4], []string{resource.EndpointType}, []codes.Code{codes.OK}},
+		{"=C\ni envoy\nt C\n.\nw\n", []string{resource.ClusterType}, []codes.Code{codes.OK}},
 		{"i a\n.\n", nil, []codes.Code{codes.InvalidArgument}},
-		{"i a\nt L\n.\nw\n=d\nt C\n+ *\n.\nw\n", []string{ListenerType, ClusterType}, []codes.Code{codes.OK, codes.OK}},
+		{"i a\nt L\n.\nw\n=d\nt C\n+ *\n.\nw\n", []string{resource.ListenerType, resource.ClusterType}, []codes.Code{codes.OK, codes.OK}},
 	} {
 		h := newFuzzHarness(t, store)
 		h.wait = 10 * time.Second
@@ -579,9 +580,9 @@ func TestMalformedRequestIsRefusedByGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var req []byte // DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: ["\x91"]}
+	var req []byte // DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: ["\x91"]}
 	req = protowire.AppendTag(req, 4, protowire.BytesType)
-	req = protowire.AppendString(req, ClusterType)
+	req = protowire.AppendString(req, resource.ClusterType)
 	req = protowire.AppendTag(req, 3, protowire.BytesType)
 	req = protowire.AppendString(req, "\x91")
 	if err := st.SendMsg(req); err != nil {

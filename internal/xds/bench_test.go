@@ -16,6 +16,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -53,7 +55,7 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 		}
 		c := openMemStream(b, s)
 		defer c.close()
-		c.request(b, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("c", i), "default"), TypeUrl: EndpointType, ResourceNames: names})
+		c.request(b, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("c", i), "default"), TypeUrl: resource.EndpointType, ResourceNames: names})
 		c.ack(b, <-c.sent, names)
 		cs[i], subscribed[i] = c, names
 	}
@@ -89,9 +91,9 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 func BenchmarkGenerate(b *testing.B) {
 	st := benchModel(10, 100)
 	name := model.ClusterName(8080, "", "svc-1.default.svc.cluster.local")
-	client := &Client{Namespace: "default", GRPC: true}
-	names := map[string]string{ListenerType: "svc-1:8080", RouteType: name, ClusterType: name, EndpointType: name}
-	for _, g := range generators(GeneratorOptions{Discovery: st}) {
+	client := &translate.Client{Namespace: "default", GRPC: true}
+	names := map[string]string{resource.ListenerType: "svc-1:8080", resource.RouteType: name, resource.ClusterType: name, resource.EndpointType: name}
+	for _, g := range translate.Generators(translate.GeneratorOptions{Discovery: st}) {
 		typ := g.Type()
 		b.Run(typ.Short+"+marshal", func(b *testing.B) {
 			b.ReportAllocs()
@@ -162,7 +164,7 @@ func benchEndToEnd(b *testing.B, leading bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Subscribe(EndpointType, names...); err != nil {
+		if err := c.Subscribe(resource.EndpointType, names...); err != nil {
 			b.Fatal(err)
 		}
 		go func() {

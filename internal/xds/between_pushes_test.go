@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestRequestsBetweenPushesKeepTheLastPush: a change of the model reaches
@@ -34,16 +35,16 @@ func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
 		a.ACK(r)
 		return sortedNames(r)
 	}
-	subscribe(ListenerType, "reviews:9080")
-	subscribe(ClusterType, reviews)
+	subscribe(resource.ListenerType, "reviews:9080")
+	subscribe(resource.ClusterType, reviews)
 
 	// reviews is deleted; its push is held back. Meanwhile the client
 	// subscribes to ratings too.
 	live.Delete("reviews.default.svc.cluster.local")
-	if got := subscribe(ListenerType, "reviews:9080", "ratings:7070"); !slices.Equal(got, []string{"ratings:7070", "reviews:9080"}) {
+	if got := subscribe(resource.ListenerType, "reviews:9080", "ratings:7070"); !slices.Equal(got, []string{"ratings:7070", "reviews:9080"}) {
 		t.Fatalf("listeners between the deletion and its push: %v, want both", got)
 	}
-	if got := subscribe(ClusterType, reviews, ratings); !slices.Equal(got, []string{ratings, reviews}) {
+	if got := subscribe(resource.ClusterType, reviews, ratings); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("clusters between the deletion and its push: %v, want both", got)
 	}
 
@@ -54,7 +55,7 @@ func TestRequestsBetweenPushesKeepTheLastPush(t *testing.T) {
 		r := a.Next()
 		seen[r.TypeURL] = r.Names()
 	}
-	if !slices.Equal(seen[ListenerType], []string{"ratings:7070"}) || !slices.Equal(seen[ClusterType], []string{ratings}) {
+	if !slices.Equal(seen[resource.ListenerType], []string{"ratings:7070"}) || !slices.Equal(seen[resource.ClusterType], []string{ratings}) {
 		t.Fatalf("after the push of the deletion: %v, want ratings alone", seen)
 	}
 }

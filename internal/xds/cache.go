@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // absent is the version recorded in a client's returned resources for a
@@ -40,7 +41,7 @@ type entry struct {
 	// response that carries the entry (deltaForm), since most clients
 	// (every gRPC client) are state-of-the-world and never need it.
 	delta *discovery.Resource
-	// deps are the model keys it was built from (Result.Deps).
+	// deps are the model keys it was built from (translate.Result.Deps).
 	deps []model.ConfigKey
 	// slot places a cached entry in the cache; nil for an entry that is
 	// not cached (an absent resource).
@@ -87,7 +88,7 @@ func (e *entry) deltaForm() *discovery.Resource {
 type slot struct {
 	e       weak.Pointer[entry]
 	set     *entrySet
-	variant variant
+	variant translate.Variant
 	// deps are the keys it is filed under in byDep while indexed. A
 	// slot that is not indexed is stale: a push changed one of its keys.
 	// It stays in its set while its entry lives (clients still hold the
@@ -99,16 +100,16 @@ type slot struct {
 
 // entrySet holds the variants of one resource name of one type: one slot
 // per distinct value of the facts the generator said the resource varies
-// by (Result.Vary). Most resources vary by nothing and have one.
+// by (translate.Result.Vary). Most resources vary by nothing and have one.
 type entrySet struct {
 	typ  int
 	name string
-	vary Vary
-	one  *slot             // the only variant, while there is one
-	many map[variant]*slot // every variant, once there are more
+	vary translate.Vary
+	one  *slot                       // the only variant, while there is one
+	many map[translate.Variant]*slot // every variant, once there are more
 }
 
-func (s *entrySet) get(v variant) *slot {
+func (s *entrySet) get(v translate.Variant) *slot {
 	if s.many != nil {
 		return s.many[v]
 	}
@@ -125,7 +126,7 @@ func (s *entrySet) put(sl *slot) {
 	case s.one == nil || s.one.variant == sl.variant:
 		s.one = sl
 	default:
-		s.many = map[variant]*slot{s.one.variant: s.one, sl.variant: sl}
+		s.many = map[translate.Variant]*slot{s.one.variant: s.one, sl.variant: sl}
 		s.one = nil
 	}
 }
@@ -162,7 +163,7 @@ func (s *entrySet) each(f func(*slot)) {
 // call. Only collect, which the garbage collector's cleanups call, runs
 // outside it.
 type resourceCache struct {
-	gens []Generator
+	gens []translate.Generator
 	// byName holds, per type (the generator's index), the resources by
 	// name.
 	byName []map[string]*entrySet
@@ -173,7 +174,7 @@ type resourceCache struct {
 	// marshals counts the resources marshalled (Stats.Marshals).
 	marshals uint64
 	// onError is told of a resource that cannot be marshalled.
-	onError func(typ ResourceType, name string, err error)
+	onError func(typ translate.ResourceType, name string, err error)
 
 	// collectedMu guards collected: the slots of entries the garbage
 	// collector freed, which the next call under the owner's lock
@@ -187,7 +188,7 @@ type resourceCache struct {
 	collectFn func(*slot)
 }
 
-func newResourceCache(gens []Generator, onError func(ResourceType, string, error)) *resourceCache {
+func newResourceCache(gens []translate.Generator, onError func(translate.ResourceType, string, error)) *resourceCache {
 	c := &resourceCache{gens: gens, byDep: setIndex[model.ConfigKey, *slot]{}, onError: onError}
 	c.byName = make([]map[string]*entrySet, len(gens))
 	for i := range c.byName {
@@ -202,12 +203,12 @@ func newResourceCache(gens []Generator, onError func(ResourceType, string, error
 // marshalling it on a miss. An absent resource is not cached (a name that
 // designates nothing costs a generation, not memory), but its entry still
 // carries the keys that would make it appear.
-func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
+func (c *resourceCache) get(typ int, cl *translate.Client, name string) *entry {
 	c.sweep()
 	set := c.byName[typ][name]
 	var stale *entry
 	if set != nil {
-		if sl := set.get(set.vary.of(cl)); sl != nil {
+		if sl := set.get(set.vary.Of(cl)); sl != nil {
 			if e := sl.e.Value(); e != nil {
 				if sl.indexed {
 					return e
@@ -250,7 +251,7 @@ func (c *resourceCache) get(typ int, cl *Client, name string) *entry {
 		set = &entrySet{typ: typ, name: name, vary: vary}
 		c.byName[typ][name] = set
 	}
-	sl := &slot{e: weak.Make(e), set: set, variant: set.vary.of(cl)}
+	sl := &slot{e: weak.Make(e), set: set, variant: set.vary.Of(cl)}
 	e.slot = sl
 	if old := set.get(sl.variant); old != nil {
 		c.unindex(old) // a stale variant, or one whose entry is gone

@@ -6,6 +6,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // BenchmarkCacheHeap: the heap the resource cache costs per entry, its
@@ -15,15 +17,15 @@ import (
 func BenchmarkCacheHeap(b *testing.B) {
 	const services = 1000
 	st := benchModel(services, 5)
-	client := &Client{Namespace: "default", GRPC: true}
-	gens := generators(GeneratorOptions{Discovery: st})
+	client := &translate.Client{Namespace: "default", GRPC: true}
+	gens := translate.Generators(translate.GeneratorOptions{Discovery: st})
 	names := make([][]string, len(gens))
 	for i := range services {
 		host := model.Hostname(fmt.Sprintf("svc-%d.default.svc.cluster.local", i))
 		cluster := model.ClusterName(8080, "", host)
 		for t, g := range gens {
 			name := cluster
-			if g.Type().URL == ListenerType {
+			if g.Type().URL == resource.ListenerType {
 				name = fmt.Sprintf("svc-%d:8080", i)
 			}
 			names[t] = append(names[t], name)
@@ -38,7 +40,7 @@ func BenchmarkCacheHeap(b *testing.B) {
 	for range b.N {
 		held, c = nil, nil // the previous op's cache is garbage
 		before := liveheap.AfterGC()
-		c = newResourceCache(gens, func(ResourceType, string, error) {})
+		c = newResourceCache(gens, func(translate.ResourceType, string, error) {})
 		for t := range gens {
 			for _, name := range names[t] {
 				held = append(held, c.get(t, client, name))

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // deltaFormOf returns the delta form the cache's entry of a resource
@@ -32,22 +34,22 @@ func TestDeltaFormOnlyForDeltaClients(t *testing.T) {
 	ts := startServer(t, baseStore())
 	cc := dial(t, ts.addr)
 	sotw := openADS(t, cc, grpcNode("sotw", "default"))
-	sotw.Subscribe(EndpointType, reviews)
+	sotw.Subscribe(resource.EndpointType, reviews)
 	sotw.ACK(sotw.Next())
-	if d := deltaFormOf(t, ts.Server, EndpointType, reviews); d != nil {
+	if d := deltaFormOf(t, ts.Server, resource.EndpointType, reviews); d != nil {
 		t.Fatalf("a state-of-the-world client built the delta form %v", d)
 	}
 
 	var built *discovery.Resource
 	for i, id := range []string{"d1", "d2"} {
 		d := openDelta(t, cc, envoyNode(id))
-		d.Subscribe(EndpointType, reviews)
+		d.Subscribe(resource.EndpointType, reviews)
 		r := d.Next()
 		d.ACK(r)
 		if len(r.Resources) != 1 || r.Resources[0].Name != reviews {
 			t.Fatalf("%s got %+v", id, r.Resources)
 		}
-		form := deltaFormOf(t, ts.Server, EndpointType, reviews)
+		form := deltaFormOf(t, ts.Server, resource.EndpointType, reviews)
 		switch {
 		case form == nil:
 			t.Fatalf("%s was sent %s and the entry has no delta form", id, reviews)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -72,9 +73,9 @@ func TestCacheHoldsWhatClientsHold(t *testing.T) {
 	a, b := openADS(t, cc, grpcNode("a", "default")), openADS(t, cc, grpcNode("b", "default"))
 	var first []byte // reviews' ClusterLoadAssignment as first sent
 	for _, cl := range []*xdstest.TestClient{a, b} {
-		cl.Subscribe(ClusterType, reviews)
+		cl.Subscribe(resource.ClusterType, reviews)
 		cl.ACK(cl.Next())
-		cl.Subscribe(EndpointType, reviews, ratings)
+		cl.Subscribe(resource.EndpointType, reviews, ratings)
 		r := cl.Next()
 		cl.ACK(r)
 		first = rawOf(t, r, reviews)
@@ -84,26 +85,26 @@ func TestCacheHoldsWhatClientsHold(t *testing.T) {
 	}
 
 	a.Close()
-	assertCached(t, ts.Server, ClusterType, reviews)
-	assertCached(t, ts.Server, EndpointType, reviews, ratings)
+	assertCached(t, ts.Server, resource.ClusterType, reviews)
+	assertCached(t, ts.Server, resource.EndpointType, reviews, ratings)
 
 	// b lets go of ratings: it goes, reviews stays.
-	b.SetSubscription(EndpointType, reviews)
-	awaitUncached(t, ts.Server, EndpointType, ratings)
-	assertCached(t, ts.Server, EndpointType, reviews)
+	b.SetSubscription(resource.EndpointType, reviews)
+	awaitUncached(t, ts.Server, resource.EndpointType, ratings)
+	assertCached(t, ts.Server, resource.EndpointType, reviews)
 
 	// b waits on reviews' endpoints and is sent their change.
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
 	r := b.Next()
-	if got := claAddrs(t, r); r.TypeURL != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) || len(got) != 1 {
+	if got := claAddrs(t, r); r.TypeURL != resource.EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) || len(got) != 1 {
 		t.Fatalf("b got %s %v", r.TypeURL, got)
 	}
 	b.ACK(r)
 	changed := rawOf(t, r, reviews)
 
 	b.Close()
-	awaitUncached(t, ts.Server, ClusterType, reviews)
-	awaitUncached(t, ts.Server, EndpointType, reviews, ratings)
+	awaitUncached(t, ts.Server, resource.ClusterType, reviews)
+	awaitUncached(t, ts.Server, resource.EndpointType, reviews, ratings)
 	if s := ts.Stats(); s.Resources != 0 {
 		t.Fatalf("stats after every client left: %+v", s)
 	}
@@ -111,7 +112,7 @@ func TestCacheHoldsWhatClientsHold(t *testing.T) {
 	// A new client is sent what b held, byte for byte.
 	marshals := ts.Stats().Marshals
 	c := openADS(t, cc, grpcNode("c", "default"))
-	c.Subscribe(EndpointType, reviews)
+	c.Subscribe(resource.EndpointType, reviews)
 	if got := rawOf(t, c.Next(), reviews); !slices.Equal(got, changed) || slices.Equal(got, first) {
 		t.Fatalf("a new client got other bytes than the last client held")
 	}
@@ -140,7 +141,7 @@ func TestDeltaReconnectSendsNothingAgain(t *testing.T) {
 	ts := startServer(t, baseStore())
 	cc := dial(t, ts.addr)
 	d := openDelta(t, cc, envoyNode("d"))
-	d.Subscribe(EndpointType, reviews, ratings)
+	d.Subscribe(resource.EndpointType, reviews, ratings)
 	r := d.Next()
 	d.ACK(r)
 	versions := map[string]string{}
@@ -148,14 +149,14 @@ func TestDeltaReconnectSendsNothingAgain(t *testing.T) {
 		versions[res.Name] = res.Version
 	}
 	d.Close()
-	awaitUncached(t, ts.Server, EndpointType, reviews, ratings)
+	awaitUncached(t, ts.Server, resource.EndpointType, reviews, ratings)
 
 	d = openDelta(t, cc, envoyNode("d"))
 	d.SendDelta(&discovery.DeltaDiscoveryRequest{
-		TypeUrl: EndpointType, ResourceNamesSubscribe: []string{reviews, ratings}, InitialResourceVersions: versions,
+		TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{reviews, ratings}, InitialResourceVersions: versions,
 	})
 	other := openADS(t, cc, grpcNode("other", "default"))
-	other.Subscribe(EndpointType, ratings)
+	other.Subscribe(resource.EndpointType, ratings)
 	other.ACK(other.Next())
 	// Both assignments were regenerated (the second client's request
 	// comes after d's), with the versions d holds: d is sent nothing
@@ -206,7 +207,7 @@ func awaitStreams(t testing.TB, s *Server, n int) {
 func TestNACKedNotHeld(t *testing.T) {
 	ts := startServer(t, baseStore())
 	a := openADS(t, dial(t, ts.addr), grpcNode("a", "default"))
-	a.Subscribe(EndpointType, reviews, ratings)
+	a.Subscribe(resource.EndpointType, reviews, ratings)
 	r1 := a.Next()
 	a.ACK(r1)
 	acked := rawOf(t, r1, reviews)
@@ -214,7 +215,7 @@ func TestNACKedNotHeld(t *testing.T) {
 	r2 := a.Next()
 	a.NACK(r2, "rejected")
 	awaitClient(t, ts.Server, "NACK", func(c ClientInfo) bool { return c.Types["EDS"].Status == NACKed })
-	awaitUncached(t, ts.Server, EndpointType, reviews)
+	awaitUncached(t, ts.Server, resource.EndpointType, reviews)
 
 	dump := ts.ConfigDump("a")
 	if len(dump) != 1 || len(dump[0].Resources["EDS"]) != 2 {
@@ -251,15 +252,15 @@ func TestWildcardAndRESTHoldNothingAfter(t *testing.T) {
 		func() *xdstest.TestClient { return openDelta(t, cc, envoyNode("delta")) },
 	} {
 		c := open()
-		c.Subscribe(ClusterType)
+		c.Subscribe(resource.ClusterType)
 		r := c.Next()
 		c.ACK(r)
 		if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 			t.Fatalf("wildcard got %v", got)
 		}
-		assertCached(t, ts.Server, ClusterType, reviews, ratings)
+		assertCached(t, ts.Server, resource.ClusterType, reviews, ratings)
 		c.Close()
-		awaitUncached(t, ts.Server, ClusterType, reviews, ratings)
+		awaitUncached(t, ts.Server, resource.ClusterType, reviews, ratings)
 	}
 
 	hs := httptest.NewServer(ts.RESTHandler())
@@ -278,7 +279,7 @@ func TestWildcardAndRESTHoldNothingAfter(t *testing.T) {
 	if err := protojson.Unmarshal(got, &out); err != nil || !slices.Equal(resourceNames(t, &out), []string{reviews}) {
 		t.Fatalf("REST answered %d %s (%v)", resp.StatusCode, got, err)
 	}
-	awaitUncached(t, ts.Server, ClusterType, reviews)
+	awaitUncached(t, ts.Server, resource.ClusterType, reviews)
 }
 
 // TestGRPCChannelClosedLeavesNothingCached: a real grpc-go xDS client
@@ -292,7 +293,7 @@ func TestGRPCChannelClosedLeavesNothingCached(t *testing.T) {
 	st.Update(svc, backendEndpoints(nil, b))
 	ts := startServer(t, st)
 	name := model.ClusterName(9080, "", svc.Hostname)
-	byType := map[string]string{ListenerType: "echo:9080", RouteType: name, ClusterType: name, EndpointType: name}
+	byType := map[string]string{resource.ListenerType: "echo:9080", resource.RouteType: name, resource.ClusterType: name, resource.EndpointType: name}
 
 	cc := xdsChannel(t, ts.addr, "default", "xds:///echo:9080")
 	grpctest.AwaitSpread(t, cc, b)

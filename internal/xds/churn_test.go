@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -73,7 +74,7 @@ func churnOne(cc *grpc.ClientConn, i int, closeStream bool, answered *atomic.Int
 	if closeStream {
 		defer c.Close()
 	}
-	if err := c.Subscribe(EndpointType, reviews); err != nil {
+	if err := c.Subscribe(resource.EndpointType, reviews); err != nil {
 		return err
 	}
 	if i%4 < 2 {

@@ -10,6 +10,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -95,7 +96,7 @@ func TestSyncState(t *testing.T) {
 	ts := startServer(t, baseStore(), func(o *Options) { o.Observer = obs })
 	a := openADS(t, dial(t, ts.addr), grpcNode("watcher", "default"))
 
-	a.Subscribe(EndpointType, reviews)
+	a.Subscribe(resource.EndpointType, reviews)
 	r1 := a.Next()
 	ci := awaitClient(t, ts.Server, "first response recorded", func(c ClientInfo) bool { return c.Types["EDS"] != nil && c.Types["EDS"].LastSent != nil })
 	eds := ci.Types["EDS"]
@@ -175,10 +176,10 @@ func TestSyncState(t *testing.T) {
 func TestDeltaSyncState(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.Subscribe(ClusterType, reviews, ratings)
+	d.Subscribe(resource.ClusterType, reviews, ratings)
 	r := d.Next()
 	// An ACK that unsubscribes too, in one request.
-	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesUnsubscribe: []string{ratings}, ResponseNonce: r.Nonce})
+	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesUnsubscribe: []string{ratings}, ResponseNonce: r.Nonce})
 	ci := awaitClient(t, ts.Server, "delta ACK", func(c ClientInfo) bool { return c.Types["CDS"] != nil && c.Types["CDS"].Status == Synced })
 	cds := ci.Types["CDS"]
 	if !ci.Delta || ci.GRPC || ci.Kind() != "envoy" || !slices.Equal(cds.Subscribed, []string{reviews}) ||
@@ -210,7 +211,7 @@ func TestClientInfoCluster(t *testing.T) {
 				o.Metadata = map[string]string{"CLUSTER_ID": tc.clusterID}
 			}
 			a := openADS(t, dial(t, ts.addr), xdstest.GRPCNode(o))
-			a.Subscribe(EndpointType, reviews)
+			a.Subscribe(resource.EndpointType, reviews)
 			a.Next()
 			ci := awaitClient(t, ts.Server, "the node recorded", func(c ClientInfo) bool { return c.NodeID == "c" })
 			if ci.Cluster != tc.clusterID {

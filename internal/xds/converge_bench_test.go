@@ -8,6 +8,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // BenchmarkConverge: what a client's first subscription costs the
@@ -41,13 +42,13 @@ func BenchmarkConverge(b *testing.B) {
 		}
 		c := openMemStream(b, s)
 		cn := grpcNode(node, "default")
-		r := watch(c, cn, ListenerType, listeners)
+		r := watch(c, cn, resource.ListenerType, listeners)
 		if len(r.GetResources()) != perClient {
 			b.Fatalf("%d listeners", len(r.GetResources()))
 		}
-		watch(c, cn, RouteType, clusters)
-		watch(c, cn, ClusterType, clusters)
-		watch(c, cn, EndpointType, clusters)
+		watch(c, cn, resource.RouteType, clusters)
+		watch(c, cn, resource.ClusterType, clusters)
+		watch(c, cn, resource.EndpointType, clusters)
 		held = append(held, c.held()...)
 		c.close()
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -58,14 +60,14 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	policies.set()
 	ts := startServer(t, st, withPolicies(policies))
 	c := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("c", "default"), AutoACK: true, Wait: wait})
-	c.Subscribe(ClusterType, whole, v1, v2)
-	c.Subscribe(EndpointType, v1, v2)
-	c.WaitFor(ClusterType, whole)
-	c.WaitFor(EndpointType)
+	c.Subscribe(resource.ClusterType, whole, v1, v2)
+	c.Subscribe(resource.EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole)
+	c.WaitFor(resource.EndpointType)
 	// A client of the whole service's endpoints does not read the rule.
 	eds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("eds", "default"), AutoACK: true, Wait: wait})
-	eds.Subscribe(EndpointType, whole)
-	eds.WaitFor(EndpointType, whole)
+	eds.Subscribe(resource.EndpointType, whole)
+	eds.WaitFor(resource.EndpointType, whole)
 	// c's two watches wait on the rule's key, eds's does not.
 	deadline := time.Now().Add(wait)
 	for waiting(ts.Server, model.DestinationRuleKey(host)) != 2 || waiting(ts.Server, model.EndpointsKey(host)) != 2 {
@@ -84,8 +86,8 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	policies.set(rule)
 	before := len(ts.logs.String())
 	ts.Push(pushOf(ruleChanged(host)))
-	c.WaitFor(ClusterType, whole, v1, v2)
-	c.WaitFor(EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole, v1, v2)
+	c.WaitFor(resource.EndpointType, v1, v2)
 	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=2 ") {
 		t.Errorf("the rule's push woke other watches than c's two:\n%s", log)
 	}
@@ -109,7 +111,7 @@ func TestDestinationRuleSubsets(t *testing.T) {
 
 	policies.set()
 	ts.Push(pushOf(ruleChanged(host)))
-	c.WaitFor(ClusterType, whole)
+	c.WaitFor(resource.ClusterType, whole)
 	if lb := c.Cluster(whole).GetLbPolicy(); lb != cluster.Cluster_ROUND_ROBIN {
 		t.Errorf("without the rule: lb_policy %v, want ROUND_ROBIN", lb)
 	}
@@ -144,38 +146,6 @@ func TestGRPCDestinationRulePolicy(t *testing.T) {
 	}
 }
 
-// TestClusterRuleVary: what a cluster built from a rule depends on and
-// varies by. Its host's rule key always; the client's namespace when
-// rules of several namespaces could apply; its kind when the policy is
-// one gRPC clients get otherwise (RANDOM).
-func TestClusterRuleVary(t *testing.T) {
-	svc := service("echo", "echo", 7070)
-	st := model.NewStore()
-	st.Update(svc, nil)
-	rule := func(ns string, lb model.LoadBalancer) *model.DestinationRule {
-		return &model.DestinationRule{Namespace: ns, Name: "r", Host: svc.Hostname, Policy: &model.TrafficPolicy{LoadBalancer: lb}}
-	}
-	name := model.ClusterName(7070, "", svc.Hostname)
-	for _, tc := range []struct {
-		desc  string
-		rules []*model.DestinationRule
-		want  Vary
-	}{
-		{"no rule", nil, 0},
-		{"the service's rule", []*model.DestinationRule{rule("echo", model.LBLeastRequest)}, 0},
-		{"RANDOM", []*model.DestinationRule{rule("echo", model.LBRandom)}, VaryKind},
-		{"rules of two namespaces", []*model.DestinationRule{rule("echo", model.LBLeastRequest), rule("team-a", model.LBLeastRequest)}, VaryNamespace},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			g := &clusterGenerator{GeneratorOptions{Discovery: st, Policies: model.NewStaticPolicies("istio-system", tc.rules)}}
-			r := g.Generate(&Client{GRPC: true, Namespace: "team-a"}, name)
-			if r.Resource == nil || r.Vary != tc.want || !slices.Contains(r.Deps, model.DestinationRuleKey(svc.Hostname)) {
-				t.Errorf("resource %v, vary %b, deps %v; want a cluster, vary %b, the rule's key", r.Resource != nil, r.Vary, r.Deps, tc.want)
-			}
-		})
-	}
-}
-
 // TestVariantsThatVaryDifferently: one namespace's rule makes the cluster
 // depend on the client's kind (RANDOM, which gRPC clients get as round
 // robin), another's does not; the name's variants then differ in what
@@ -206,7 +176,7 @@ func TestVariantsThatVaryDifferently(t *testing.T) {
 	var afterFirst uint64
 	for round := range 3 {
 		for _, a := range order {
-			cl, _ := m.get(t, ClusterType, Client{Namespace: a.namespace, GRPC: a.grpc}, name).(*cluster.Cluster)
+			cl, _ := m.get(t, resource.ClusterType, translate.Client{Namespace: a.namespace, GRPC: a.grpc}, name).(*cluster.Cluster)
 			if got := cl.GetLbPolicy(); got != want[a] {
 				t.Fatalf("round %d, %+v: lb_policy %v, want %v", round, a, got, want[a])
 			}

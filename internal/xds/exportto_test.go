@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -36,15 +37,15 @@ func TestExportToSharesTheCommonCase(t *testing.T) {
 	names := func(svc *model.Service) map[string]string {
 		c := model.ClusterName(svc.Ports[0].Port, "", svc.Hostname)
 		return map[string]string{
-			ListenerType: string(svc.Hostname) + ":" + itoa(int(svc.Ports[0].Port)),
-			RouteType:    c, ClusterType: c, EndpointType: c,
+			resource.ListenerType: string(svc.Hostname) + ":" + itoa(int(svc.Ports[0].Port)),
+			resource.RouteType:    c, resource.ClusterType: c, resource.EndpointType: c,
 		}
 	}
 	apiNames, cartNames := names(api), names(cart)
 	namespaces := []string{"shop", "web", "other", "shop", "web", "other"}
 	for i, ns := range namespaces {
 		a := openADS(t, cc, grpcNode("c"+itoa(i), ns))
-		for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+		for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
 			a.Subscribe(typ, apiNames[typ], cartNames[typ])
 			r := a.Next()
 			want := []string{apiNames[typ], cartNames[typ]}
@@ -92,7 +93,7 @@ func TestExportToWildcard(t *testing.T) {
 		{web, []string{apiCluster}},
 		{webDelta, []string{apiCluster}},
 	} {
-		c.client.Subscribe(ClusterType)
+		c.client.Subscribe(resource.ClusterType)
 		r := c.client.Next()
 		if got := sortedNames(r); !slices.Equal(got, c.want) {
 			t.Fatalf("%s: wildcard CDS %v, want %v", c.client.Node().GetId(), got, c.want)

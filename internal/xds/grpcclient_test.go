@@ -18,6 +18,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 func backendEndpoints(health map[string]model.Health, bs ...grpctest.Backend) []*model.Endpoint {
@@ -155,10 +157,10 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 	st.Update(svc, nil)
 	g := serve(st)
 	name := model.ClusterName(9080, "", svc.Hostname)
-	grpcClient := Client{Namespace: "default", GRPC: true}
+	grpcClient := translate.Client{Namespace: "default", GRPC: true}
 
 	caches := map[string]*cache.LinearCache{}
-	for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+	for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
 		caches[typ] = cache.NewLinearCache(typ)
 	}
 	set := func(typ, name string, m types.Resource) {
@@ -167,9 +169,9 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	set(ListenerType, "echo:9080", g.listener(t, grpcClient, "echo:9080"))
-	set(RouteType, name, g.route(t, name))
-	set(ClusterType, name, g.cluster(t, name))
+	set(resource.ListenerType, "echo:9080", g.listener(t, grpcClient, "echo:9080"))
+	set(resource.RouteType, name, g.route(t, name))
+	set(resource.ClusterType, name, g.cluster(t, name))
 	mux := &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
@@ -201,14 +203,16 @@ func TestGRPCGoLocalityRules(t *testing.T) {
 			Locality:            &core.Locality{Region: "r1", Zone: zone},
 			LoadBalancingWeight: weight,
 			LbEndpoints: []*endpoint.LbEndpoint{{
-				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: socketAddress(be.IP, be.Port)}},
-				HealthStatus:   core.HealthStatus_HEALTHY,
+				HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{Address: &core.Address{Address: &core.Address_SocketAddress{
+					SocketAddress: &core.SocketAddress{Protocol: core.SocketAddress_TCP, Address: be.IP, PortSpecifier: &core.SocketAddress_PortValue{PortValue: be.Port}},
+				}}}},
+				HealthStatus: core.HealthStatus_HEALTHY,
 			}},
 		}
 	}
 	setCLA := func(ls ...*endpoint.LocalityLbEndpoints) {
 		t.Helper()
-		set(EndpointType, name, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: ls})
+		set(resource.EndpointType, name, &endpoint.ClusterLoadAssignment{ClusterName: name, Endpoints: ls})
 	}
 	both := func() {
 		t.Helper()

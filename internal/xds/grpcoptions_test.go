@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestReceiveWindowBoundsUnreadRequests: a client whose stream waits
@@ -37,8 +38,8 @@ func TestReceiveWindowBoundsUnreadRequests(t *testing.T) {
 	// write quota together: the second send waits.
 	node := envoyNode("flood")
 	for _, req := range []*discovery.DiscoveryRequest{
-		{Node: node, TypeUrl: EndpointType, ResourceNames: []string{big}},
-		{TypeUrl: ClusterType},
+		{Node: node, TypeUrl: resource.EndpointType, ResourceNames: []string{big}},
+		{TypeUrl: resource.ClusterType},
 	} {
 		if err := stream.Send(req); err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestReceiveWindowBoundsUnreadRequests(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-%03d", strings.Repeat("x", 150), i)
 	}
-	flood := &discovery.DiscoveryRequest{TypeUrl: ListenerType, ResourceNames: names}
+	flood := &discovery.DiscoveryRequest{TypeUrl: resource.ListenerType, ResourceNames: names}
 	// A second stream on the connection whose requests are read at once
 	// (stale nonces, which the server ignores) keeps data flowing, as a
 	// client that wants the server's windows to grow makes it.
@@ -58,7 +59,7 @@ func TestReceiveWindowBoundsUnreadRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := &discovery.DiscoveryRequest{Node: envoyNode("pump"), TypeUrl: ListenerType, ResponseNonce: "stale", ResourceNames: names}
+	stale := &discovery.DiscoveryRequest{Node: envoyNode("pump"), TypeUrl: resource.ListenerType, ResponseNonce: "stale", ResourceNames: names}
 	for range 2000 { // 32 MiB
 		if err := pump.Send(stale); err != nil {
 			t.Fatal(err)

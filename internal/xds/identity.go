@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // This file decides whether a client may be served as the node it
@@ -209,14 +211,14 @@ func (s *streamIdentities) check(key streamKey, node *core.Node, entitled func(p
 // trustDomains are the mesh's trust domain and its aliases, as
 // MeshConfig sets them now.
 func (s *Server) trustDomains() []string {
-	m := GeneratorOptions{Mesh: s.opts.Mesh}.mesh()
+	m := translate.GeneratorOptions{Mesh: s.opts.Mesh}.MeshSettings()
 	return append([]string{m.TrustDomain}, m.TrustDomainAliases...)
 }
 
 // nodeEntitled is entitled for the namespace and service account a node
-// claims: the namespace the generators serve it (ClientFromNode).
+// claims: the namespace the generators serve it (translate.ClientFromNode).
 func (s *Server) nodeEntitled(p peerIdentity, node *core.Node) (SPIFFEID, *identityError) {
-	c := ClientFromNode(node)
+	c := translate.ClientFromNode(node)
 	sa := node.GetMetadata().GetFields()["SERVICE_ACCOUNT"].GetStringValue()
 	return entitled(p, s.trustDomains(), c.Namespace, sa)
 }

@@ -100,7 +100,7 @@ func TestEntitled(t *testing.T) {
 }
 
 // TestNodeEntitled: the namespace checked is the one the generators
-// serve the node (ClientFromNode): metadata NAMESPACE, else the node id's;
+// serve the node (translate.ClientFromNode): metadata NAMESPACE, else the node id's;
 // a SERVICE_ACCOUNT in the metadata is checked too; the trust domain is
 // MeshConfig's at the time of the check.
 func TestNodeEntitled(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -150,26 +151,26 @@ func TestRequestLimits(t *testing.T) {
 	for range 3 { // the same client, reconnecting
 		c := openADS(t, cc, envoyNode("hostile-names"))
 		// The request may find the stream already ended.
-		_ = c.Client.Send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: many})
+		_ = c.Client.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: many})
 		expectRefused(c, "100000 resource names, more than the limit of 10000 (--max-request-names)")
 	}
 	d := openDelta(t, cc, envoyNode("hostile-delta-lists"))
-	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType,
+	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType,
 		ResourceNamesSubscribe: many[:6000], ResourceNamesUnsubscribe: many[6000:12000]})
 	expectRefused(d, "12000 resource names")
 
 	d = openDelta(t, cc, envoyNode("hostile-delta-adds-up"))
-	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: many[:6000]})
+	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: many[:6000]})
 	// None of them exists, which the server says (removed_resources).
 	if r := d.Next(); len(r.Removed) != 6000 {
 		t.Fatalf("the first 6000 names: %d reported removed, want all", len(r.Removed))
 	}
-	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: many[6000:12000]})
+	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: many[6000:12000]})
 	expectRefused(d, "12000 resource names subscribed on the stream")
 
 	for _, delta := range []bool{false, true} {
 		c := xdstest.Connect(t, cc, xdstest.Options{Node: bigNode(fmt.Sprint("hostile-node-", delta), 1<<20), Delta: delta, Wait: wait})
-		_ = c.Client.Subscribe(ClusterType, reviews)
+		_ = c.Client.Subscribe(resource.ClusterType, reviews)
 		expectRefused(c, "bytes of node, more than the limit of 65536")
 	}
 
@@ -180,7 +181,7 @@ func TestRequestLimits(t *testing.T) {
 		long[i] = fmt.Sprintf("outbound|9080||service-%d.namespace-%d.svc.cluster.local", i, i%100)
 	}
 	c := openADS(t, cc, envoyNode("hostile-bytes"))
-	_ = c.Client.Send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: long})
+	_ = c.Client.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: long})
 	if err := c.ExpectEnd(wait); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), fmt.Sprint(MaxRequestBytes)) {
 		t.Fatalf("a request of more than %d bytes: %v, want ResourceExhausted naming the limit", MaxRequestBytes, err)
 	}
@@ -188,7 +189,7 @@ func TestRequestLimits(t *testing.T) {
 	// Well-behaved clients are served: at the limit, and beside the
 	// refused ones.
 	ok := openADS(t, cc, envoyNode("fine"))
-	ok.Send(&discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: append(many[:DefaultMaxRequestNames-1:DefaultMaxRequestNames-1], reviews)})
+	ok.Send(&discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: append(many[:DefaultMaxRequestNames-1:DefaultMaxRequestNames-1], reviews)})
 	if got := ok.Next().Names(); !slices.Equal(got, []string{reviews}) {
 		t.Fatalf("a request at the limit got %v", got)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -31,7 +32,7 @@ func TestMaxClients(t *testing.T) {
 		openDelta(t, cc, envoyNode("b")),
 	}
 	for _, c := range served {
-		c.Subscribe(EndpointType, reviews)
+		c.Subscribe(resource.EndpointType, reviews)
 		c.ACK(c.Next())
 	}
 
@@ -39,7 +40,7 @@ func TestMaxClients(t *testing.T) {
 	expectRefused := func(c *xdstest.TestClient) {
 		t.Helper()
 		// The request may find the stream already ended.
-		_ = c.Client.Subscribe(EndpointType, reviews)
+		_ = c.Client.Subscribe(resource.EndpointType, reviews)
 		err := c.ExpectEnd(wait)
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("got %v, want ResourceExhausted", err)
@@ -91,7 +92,7 @@ func admitWithin(t *testing.T, cc grpc.ClientConnInterface, o xdstest.Options, r
 		if err != nil {
 			t.Fatalf("no stream admitted within %v: %v", wait, err)
 		}
-		_ = c.Subscribe(EndpointType, reviews)
+		_ = c.Subscribe(resource.EndpointType, reviews)
 		_, err = c.Next(ctx)
 		if err == nil {
 			t.Cleanup(c.Close)

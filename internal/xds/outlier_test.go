@@ -8,6 +8,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestGRPCOutlierDetection: a real grpc-go client accepts the outlier
@@ -30,7 +32,7 @@ func TestGRPCOutlierDetection(t *testing.T) {
 	grpctest.AwaitSpread(t, cc, b2, b3)
 	// What it holds: the failure percentage, success rate off.
 	name := model.ClusterName(9080, "", svc.Hostname)
-	od := (&servedModel{s: ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: "default"}, name).(*cluster.Cluster).GetOutlierDetection()
+	od := (&servedModel{s: ts.Server}).get(t, resource.ClusterType, translate.Client{GRPC: true, Namespace: "default"}, name).(*cluster.Cluster).GetOutlierDetection()
 	if od.GetFailurePercentageThreshold().GetValue() != 50 || od.GetEnforcingSuccessRate() == nil || od.GetEnforcingSuccessRate().GetValue() != 0 || od.GetConsecutive_5Xx() != nil {
 		t.Fatalf("gRPC client's outlier detection: %v", od)
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -44,13 +45,13 @@ func TestSotwFlow(t *testing.T) {
 	ts := startServer(t, baseStore())
 	a := openADS(t, dial(t, ts.addr), grpcNode("client-1", "default"))
 
-	a.Subscribe(ListenerType, "reviews:9080")
+	a.Subscribe(resource.ListenerType, "reviews:9080")
 	r := a.Next()
-	if got := r.Names(); !slices.Equal(got, []string{"reviews:9080"}) || r.TypeURL != ListenerType {
+	if got := r.Names(); !slices.Equal(got, []string{"reviews:9080"}) || r.TypeURL != resource.ListenerType {
 		t.Fatalf("LDS got %v", got)
 	}
 	a.ACK(r)
-	for _, typ := range []string{RouteType, ClusterType} {
+	for _, typ := range []string{resource.RouteType, resource.ClusterType} {
 		a.Subscribe(typ, reviews)
 		r := a.Next()
 		if got := r.Names(); !slices.Equal(got, []string{reviews}) || r.TypeURL != typ {
@@ -58,7 +59,7 @@ func TestSotwFlow(t *testing.T) {
 		}
 		a.ACK(r)
 	}
-	a.Subscribe(EndpointType, reviews, ratings)
+	a.Subscribe(resource.EndpointType, reviews, ratings)
 	r = a.Next()
 	if got := claAddrs(t, r); len(got) != 2 || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.2"}) {
 		t.Fatalf("EDS got %v", got)
@@ -71,7 +72,7 @@ func TestSotwFlow(t *testing.T) {
 	ts.store.Update(service("ratings", "default", 7070), endpoints(7070, model.Healthy, "10.0.1.1", "10.0.1.2"))
 	r = a.Next()
 	got := claAddrs(t, r)
-	if r.TypeURL != EndpointType || len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.1", "10.0.1.2"}) {
+	if r.TypeURL != resource.EndpointType || len(got) != 1 || !slices.Equal(got[ratings], []string{"10.0.1.1", "10.0.1.2"}) {
 		t.Fatalf("after endpoint change got %s %v", r.TypeURL, got)
 	}
 	a.ACK(r)
@@ -83,7 +84,7 @@ func TestSotwFlow(t *testing.T) {
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1"))
 	r = a.Next()
 	// A service change re-evaluates LDS, RDS, CDS too; only EDS changed.
-	if got := claAddrs(t, r); r.TypeURL != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1"}) {
+	if got := claAddrs(t, r); r.TypeURL != resource.EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1"}) {
 		t.Fatalf("got %s %v", r.TypeURL, got)
 	}
 	a.ACK(r)
@@ -93,7 +94,7 @@ func TestSotwFlow(t *testing.T) {
 	seen := map[string]bool{}
 	for len(seen) < 2 {
 		r := a.Next()
-		if r.TypeURL != ListenerType && r.TypeURL != ClusterType {
+		if r.TypeURL != resource.ListenerType && r.TypeURL != resource.ClusterType {
 			t.Fatalf("unexpected %s after delete", r.TypeURL)
 		}
 		if n := len(r.Resources); n != 0 {
@@ -109,7 +110,7 @@ func TestSotwFlow(t *testing.T) {
 	for len(seen) < 3 {
 		r := a.Next()
 		seen[r.TypeURL] = true
-		if r.TypeURL == RouteType {
+		if r.TypeURL == resource.RouteType {
 			t.Fatal("unchanged route configuration resent")
 		}
 		if len(r.Resources) == 0 {
@@ -132,7 +133,7 @@ func pushOf(evs ...model.Event) pushRequest {
 func TestNACK(t *testing.T) {
 	ts := startServer(t, baseStore())
 	a := openADS(t, dial(t, ts.addr), grpcNode("nacker", "default"))
-	a.Subscribe(EndpointType, reviews)
+	a.Subscribe(resource.EndpointType, reviews)
 	r := a.Next()
 	a.NACK(r, "bad endpoints, says the client")
 	// The NACK is handled before the change: nothing is resent, the next
@@ -171,7 +172,7 @@ func TestUnservedType(t *testing.T) {
 		t.Fatalf("got %s with %d resources", r.TypeURL, len(r.Resources))
 	}
 	a.ACK(r)
-	a.Subscribe(ClusterType, reviews)
+	a.Subscribe(resource.ClusterType, reviews)
 	if got := a.Next().Names(); !slices.Equal(got, []string{reviews}) {
 		t.Fatalf("CDS after an unserved type: %v", got)
 	}
@@ -185,7 +186,7 @@ func TestVersionsDifferAcrossInstances(t *testing.T) {
 	for range 2 {
 		ts := startServer(t, st)
 		a := openADS(t, dial(t, ts.addr), grpcNode("c", "default"))
-		a.Subscribe(ClusterType, reviews)
+		a.Subscribe(resource.ClusterType, reviews)
 		versions = append(versions, a.Next().Version)
 	}
 	if versions[0] == versions[1] {
@@ -199,19 +200,19 @@ func TestVersionsDifferAcrossInstances(t *testing.T) {
 func TestEnvoyWildcard(t *testing.T) {
 	ts := startServer(t, baseStore())
 	a := openADS(t, dial(t, ts.addr), envoyNode("sidecar~10.1.1.1~envoy.default~default.svc.cluster.local"))
-	a.Subscribe(ClusterType)
+	a.Subscribe(resource.ClusterType)
 	r := a.Next()
 	if got := r.Names(); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("wildcard CDS %v", got)
 	}
 	a.ACK(r)
-	a.Subscribe(EndpointType)
+	a.Subscribe(resource.EndpointType)
 	r = a.Next()
 	if got := claAddrs(t, r); len(got) != 2 {
 		t.Fatalf("wildcard EDS %v", got)
 	}
 	a.ACK(r)
-	a.Subscribe(ListenerType)
+	a.Subscribe(resource.ListenerType)
 	if r := a.Next(); len(r.Resources) != 0 {
 		t.Fatalf("wildcard LDS for Envoy gave %d listeners", len(r.Resources))
 	} else {
@@ -224,17 +225,17 @@ func TestEnvoyWildcard(t *testing.T) {
 		seen[r.TypeURL] = r.Names()
 		a.ACK(r)
 	}
-	if !slices.Contains(seen[ClusterType], "outbound|80||new.default.svc.cluster.local") || len(seen[ClusterType]) != 3 {
-		t.Fatalf("CDS after add %v", seen[ClusterType])
+	if !slices.Contains(seen[resource.ClusterType], "outbound|80||new.default.svc.cluster.local") || len(seen[resource.ClusterType]) != 3 {
+		t.Fatalf("CDS after add %v", seen[resource.ClusterType])
 	}
-	if !slices.Contains(seen[EndpointType], "outbound|80||new.default.svc.cluster.local") {
-		t.Fatalf("EDS after add %v", seen[EndpointType])
+	if !slices.Contains(seen[resource.EndpointType], "outbound|80||new.default.svc.cluster.local") {
+		t.Fatalf("EDS after add %v", seen[resource.EndpointType])
 	}
 	ts.store.Delete("ratings.default.svc.cluster.local")
 	for {
 		r := a.Next()
 		a.ACK(r)
-		if r.TypeURL == ClusterType {
+		if r.TypeURL == resource.ClusterType {
 			if got := r.Names(); slices.Contains(got, ratings) || len(got) != 2 {
 				t.Fatalf("CDS after delete %v", got)
 			}
@@ -248,7 +249,7 @@ func TestEnvoyWildcard(t *testing.T) {
 func TestDelta(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.Subscribe(ClusterType, reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local")
+	d.Subscribe(resource.ClusterType, reviews, ratings, "outbound|1||nosuch.default.svc.cluster.local")
 	r := d.Next()
 	for _, res := range r.Resources {
 		if res.Version == "" {
@@ -271,7 +272,7 @@ func TestDelta(t *testing.T) {
 	d.ACK(r)
 
 	// Subscribing to one more name sends just it.
-	d.Subscribe(ClusterType, "outbound|7071||ratings.default.svc.cluster.local")
+	d.Subscribe(resource.ClusterType, "outbound|7071||ratings.default.svc.cluster.local")
 	r = d.Next()
 	if got := sortedNames(r); !slices.Equal(got, []string{"outbound|7071||ratings.default.svc.cluster.local"}) {
 		t.Fatalf("delta after subscribe: %v", got)
@@ -284,7 +285,7 @@ func TestDelta(t *testing.T) {
 func TestDeltaWildcardAndExplicitName(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-	d.Subscribe(ClusterType, "*", reviews)
+	d.Subscribe(resource.ClusterType, "*", reviews)
 	r := d.Next()
 	if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 		t.Fatalf("wildcard CDS %v", got)
@@ -315,13 +316,13 @@ func TestDeltaUnsubscribeUnderWildcard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, baseStore())
 			d := openDelta(t, dial(t, ts.addr), envoyNode("delta-envoy"))
-			d.Subscribe(ClusterType, "*", tc.name)
+			d.Subscribe(resource.ClusterType, "*", tc.name)
 			r := d.Next()
 			if got := sortedNames(r); !slices.Equal(got, []string{ratings, reviews}) {
 				t.Fatalf("wildcard CDS %v", got)
 			}
 			d.ACK(r)
-			d.Unsubscribe(ClusterType, tc.name)
+			d.Unsubscribe(resource.ClusterType, tc.name)
 			r = d.Next()
 			if got := sortedNames(r); !slices.Equal(got, tc.resent) || !slices.Equal(r.Removed, tc.removed) {
 				t.Fatalf("after unsubscribing %s: resources %v, removed %v; want %v, %v", tc.name, got, r.Removed, tc.resent, tc.removed)
@@ -339,9 +340,9 @@ func TestDeltaWildcardListeners(t *testing.T) {
 	cc := dial(t, ts.addr)
 	for _, subscribe := range [][]string{nil, {"*"}} {
 		d := openDelta(t, cc, envoyNode("delta-envoy"))
-		d.Subscribe(ListenerType, subscribe...)
+		d.Subscribe(resource.ListenerType, subscribe...)
 		r := d.Next()
-		if r.TypeURL != ListenerType || len(r.Resources) != 0 || len(r.Removed) != 0 {
+		if r.TypeURL != resource.ListenerType || len(r.Resources) != 0 || len(r.Removed) != 0 {
 			t.Fatalf("subscribe %q: %s with resources %v, removed %v", subscribe, r.TypeURL, sortedNames(r), r.Removed)
 		}
 	}
@@ -410,7 +411,7 @@ func TestUnavailableBeforeReady(t *testing.T) {
 	cc := dial(t, ts.addr)
 	a := openADS(t, cc, grpcNode("early", "default"))
 	// The request may find the stream already ended.
-	_ = a.Client.Subscribe(ClusterType, reviews)
+	_ = a.Client.Subscribe(resource.ClusterType, reviews)
 	// A response first fails the test.
 	if err := a.ExpectEnd(wait); status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v, want Unavailable", err)
@@ -435,7 +436,7 @@ func TestUnavailableBeforeReady(t *testing.T) {
 
 	ready.Store(true)
 	b := openADS(t, cc, grpcNode("late", "default"))
-	b.Subscribe(ClusterType, reviews)
+	b.Subscribe(resource.ClusterType, reviews)
 	if got := b.Next().Names(); !slices.Equal(got, []string{reviews}) {
 		t.Fatalf("after ready %v", got)
 	}
@@ -460,7 +461,7 @@ func TestSlowClient(t *testing.T) {
 	slow := xdstest.Connect(t, slowConn, xdstest.Options{Node: grpcNode("slow", "default"), Paused: true, Wait: wait})
 	fast := openADS(t, dial(t, ts.addr), grpcNode("fast", "default"))
 	for _, a := range []*xdstest.TestClient{slow, fast} {
-		a.Subscribe(EndpointType, reviews)
+		a.Subscribe(resource.EndpointType, reviews)
 	}
 	// Both take the small first response; then the slow client reads no
 	// more.
@@ -524,9 +525,9 @@ func TestDisconnectLeavesNoState(t *testing.T) {
 	var streams []*xdstest.TestClient
 	for i := range 5 {
 		a := openADS(t, cc, grpcNode("c"+itoa(i), "default"))
-		for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+		for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
 			names := []string{reviews, ratings}
-			if typ == ListenerType {
+			if typ == resource.ListenerType {
 				names = []string{"reviews:9080", "ratings:7070"}
 			}
 			a.Subscribe(typ, names...)
@@ -578,14 +579,14 @@ func TestPerTypeService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resourceNames(t, r); !slices.Equal(got, []string{reviews}) || r.GetTypeUrl() != ClusterType {
+	if got := resourceNames(t, r); !slices.Equal(got, []string{reviews}) || r.GetTypeUrl() != resource.ClusterType {
 		t.Fatalf("CDS got %s %v", r.GetTypeUrl(), got)
 	}
 }
 
 // TestEndpointsPerClientKind: gRPC clients and Envoy get different
 // ClusterLoadAssignments when a locality has no HEALTHY endpoint (see
-// localityWithoutHealthy), each kind its own whichever asks first, and
+// translate's localityWithoutHealthy), each kind its own whichever asks first, and
 // both follow a change.
 func TestEndpointsPerClientKind(t *testing.T) {
 	st := model.NewStore()
@@ -631,8 +632,8 @@ func TestEndpointsPerClientKind(t *testing.T) {
 		if step.drainingZone != "a" {
 			st.Update(service("reviews", "default", 9080), eps(step.drainingZone))
 		} else {
-			envoy.Subscribe(EndpointType, reviews)
-			grpcc.Subscribe(EndpointType, reviews)
+			envoy.Subscribe(resource.EndpointType, reviews)
+			grpcc.Subscribe(resource.EndpointType, reviews)
 		}
 		re, rg := envoy.Next(), grpcc.Next()
 		if got := zones(re); !slices.Equal(got, step.envoy) {
@@ -661,7 +662,7 @@ func TestMarshalledOncePerContent(t *testing.T) {
 			openADS(t, cc, envoyNode("envoy-"+itoa(i))))
 	}
 	for _, a := range clients {
-		for _, typ := range []string{ClusterType, EndpointType} {
+		for _, typ := range []string{resource.ClusterType, resource.EndpointType} {
 			a.Subscribe(typ, reviews)
 			a.ACK(a.Next())
 		}
@@ -674,7 +675,7 @@ func TestMarshalledOncePerContent(t *testing.T) {
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
 	for _, a := range clients {
 		r := a.Next()
-		if got := claAddrs(t, r); r.TypeURL != EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
+		if got := claAddrs(t, r); r.TypeURL != resource.EndpointType || !slices.Equal(got[reviews], []string{"10.0.0.1", "10.0.0.3"}) {
 			t.Fatalf("%s got %s %v", a.Node().GetId(), r.TypeURL, got)
 		}
 		a.ACK(r)

@@ -13,14 +13,16 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // restPaths are Envoy's REST-JSON discovery paths and their types.
 var restPaths = map[string]string{
-	"/v3/discovery:clusters":  ClusterType,
-	"/v3/discovery:endpoints": EndpointType,
-	"/v3/discovery:listeners": ListenerType,
-	"/v3/discovery:routes":    RouteType,
+	"/v3/discovery:clusters":  resource.ClusterType,
+	"/v3/discovery:endpoints": resource.EndpointType,
+	"/v3/discovery:listeners": resource.ListenerType,
+	"/v3/discovery:routes":    resource.RouteType,
 }
 
 // RESTHandler serves REST-JSON discovery as Envoy's REST API type expects:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // watcher is the seam between the stream loop and the resources, as
@@ -34,13 +35,13 @@ type watcher interface {
 // their own.
 type streamEnv struct {
 	watcher watcher
-	types   []ResourceType
+	types   []translate.ResourceType
 	limits  requestLimits
 	log     *slog.Logger
 	// observer, when set, is told of responses, ACKs and NACKs.
 	observer Observer
 	// clientOf reads a node.
-	clientOf func(*core.Node) Client
+	clientOf func(*core.Node) translate.Client
 	// authorize checks that the stream's client may be the node its
 	// first request names (nil when it names none), and returns the
 	// identity that entitles it.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // transportStream stands for grpc-go's transport stream in a stream's
@@ -65,8 +66,8 @@ func TestSendTimedOutEndsTheStream(t *testing.T) {
 			}
 			g := s.guard(contextStream{ctx: grpc.NewContextWithServerTransportStream(ctx, sts)})
 			g.key.Store(&k)
-			g.timedOut(ClusterType)
-			g.timedOut(EndpointType) // a second timer: the first won
+			g.timedOut(resource.ClusterType)
+			g.timedOut(resource.EndpointType) // a second timer: the first won
 
 			if endable {
 				if len(ts.ended) != 1 || ts.ended[0].Code() != codes.DeadlineExceeded ||

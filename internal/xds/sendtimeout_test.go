@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -57,8 +58,8 @@ func TestStreamSendTimeout(t *testing.T) {
 			// least a client can hold back.
 			stuckCC := dial(t, ts.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 			stuck := xdstest.Connect(t, stuckCC, xdstest.Options{Node: envoyNode("stuck"), Delta: delta, Paused: true, Wait: wait})
-			stuck.Subscribe(EndpointType, big)
-			stuck.Subscribe(ClusterType) // every cluster
+			stuck.Subscribe(resource.EndpointType, big)
+			stuck.Subscribe(resource.ClusterType) // every cluster
 			var stuckInfo ClientInfo
 			testenv.Eventually(t, "the stuck client's two responses under way", func() (bool, string) {
 				for _, ci := range ts.Clients() {
@@ -73,13 +74,13 @@ func TestStreamSendTimeout(t *testing.T) {
 			firstEDS := stuckInfo.Types["EDS"].LastSent.Nonce
 
 			normal := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: envoyNode("normal"), Delta: delta, AutoACK: true, Wait: wait})
-			normal.Subscribe(EndpointType, big, reviews)
-			normal.WaitFor(EndpointType, big, reviews)
+			normal.Subscribe(resource.EndpointType, big, reviews)
+			normal.WaitFor(resource.EndpointType, big, reviews)
 			for i := range 5 {
-				ver := normal.Version(EndpointType)
+				ver := normal.Version(resource.EndpointType)
 				st.Update(service("big", "default", 9080), bigEndpoints(9080, 10_000-1-i))
 				st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", fmt.Sprintf("10.0.2.%d", i)))
-				normal.WaitForNewVersion(EndpointType, ver)
+				normal.WaitForNewVersion(resource.EndpointType, ver)
 			}
 			for _, ci := range ts.Clients() {
 				if ci.NodeID == "stuck" && ci.Types["EDS"].LastSent.Nonce != firstEDS {
@@ -106,9 +107,9 @@ func TestStreamSendTimeout(t *testing.T) {
 				t.Fatalf("%d streams ended by the send timeout, want 1", n)
 			}
 			// The normal client is still served.
-			ver := normal.Version(EndpointType)
+			ver := normal.Version(resource.EndpointType)
 			st.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.9"))
-			normal.WaitForNewVersion(EndpointType, ver)
+			normal.WaitForNewVersion(resource.EndpointType, ver)
 
 			// Should the stuck client read after all, it gets what was
 			// under way, then the end of its stream.

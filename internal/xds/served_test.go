@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // servedModel answers for one client exactly as the server answers a
@@ -29,7 +31,7 @@ func serve(d model.ServiceDiscovery) *servedModel {
 
 // get returns the resource of a type called name for a client, decoded,
 // or nil when there is none.
-func (m *servedModel) get(t testing.TB, typeURL string, c Client, name string) proto.Message {
+func (m *servedModel) get(t testing.TB, typeURL string, c translate.Client, name string) proto.Message {
 	t.Helper()
 	typ, ok := m.s.typeOf(typeURL)
 	if !ok {
@@ -49,53 +51,26 @@ func (m *servedModel) get(t testing.TB, typeURL string, c Client, name string) p
 	return msg
 }
 
-// allNames lists what a wildcard subscription of the type gets.
-func (m *servedModel) allNames(t testing.TB, typeURL string) []string {
+func (m *servedModel) listener(t testing.TB, c translate.Client, name string) *listener.Listener {
 	t.Helper()
-	typ, ok := m.s.typeOf(typeURL)
-	if !ok {
-		t.Fatalf("type %s is not served", typeURL)
-	}
-	m.s.mu.Lock()
-	defer m.s.mu.Unlock()
-	return m.s.cache.gens[typ].AllNames()
-}
-
-func (m *servedModel) listener(t testing.TB, c Client, name string) *listener.Listener {
-	t.Helper()
-	r, _ := m.get(t, ListenerType, c, name).(*listener.Listener)
+	r, _ := m.get(t, resource.ListenerType, c, name).(*listener.Listener)
 	return r
 }
 
 func (m *servedModel) route(t testing.TB, name string) *route.RouteConfiguration {
 	t.Helper()
-	r, _ := m.get(t, RouteType, Client{}, name).(*route.RouteConfiguration)
+	r, _ := m.get(t, resource.RouteType, translate.Client{}, name).(*route.RouteConfiguration)
 	return r
 }
 
 func (m *servedModel) cluster(t testing.TB, name string) *cluster.Cluster {
 	t.Helper()
-	r, _ := m.get(t, ClusterType, Client{}, name).(*cluster.Cluster)
+	r, _ := m.get(t, resource.ClusterType, translate.Client{}, name).(*cluster.Cluster)
 	return r
 }
 
-func (m *servedModel) endpoints(t testing.TB, c Client, name string) *endpoint.ClusterLoadAssignment {
+func (m *servedModel) endpoints(t testing.TB, c translate.Client, name string) *endpoint.ClusterLoadAssignment {
 	t.Helper()
-	r, _ := m.get(t, EndpointType, c, name).(*endpoint.ClusterLoadAssignment)
+	r, _ := m.get(t, resource.EndpointType, c, name).(*endpoint.ClusterLoadAssignment)
 	return r
-}
-
-// wildcardNames lists what a wildcard subscription of the type gets the
-// client: nothing for a gRPC client or a type without a wildcard (see
-// isWildcard).
-func (m *servedModel) wildcardNames(t testing.TB, typeURL string, c Client) []string {
-	t.Helper()
-	typ, ok := m.s.typeOf(typeURL)
-	if !ok {
-		t.Fatalf("type %s is not served", typeURL)
-	}
-	if !isWildcard(m.s.types[typ], &c, true) {
-		return nil
-	}
-	return m.allNames(t, typeURL)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // Options configure a Server.
@@ -98,7 +99,7 @@ type Options struct {
 type Server struct {
 	opts  Options
 	log   *slog.Logger
-	types []ResourceType
+	types []translate.ResourceType
 	// streams are the open streams; env is what their loop needs.
 	streams streamSet
 	env     *streamEnv
@@ -144,11 +145,11 @@ type Server struct {
 
 // NewServer returns a server for the model.
 func NewServer(opts Options) *Server {
-	return newServer(opts, generators(GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes}))
+	return newServer(opts, translate.Generators(translate.GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes}))
 }
 
 // newServer returns a server of the resources gens build.
-func newServer(opts Options, gens []Generator) *Server {
+func newServer(opts Options, gens []translate.Generator) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -167,7 +168,7 @@ func newServer(opts Options, gens []Generator) *Server {
 	for _, g := range gens {
 		s.types = append(s.types, g.Type())
 	}
-	s.cache = newResourceCache(gens, func(t ResourceType, name string, err error) {
+	s.cache = newResourceCache(gens, func(t translate.ResourceType, name string, err error) {
 		s.log.Error("xds: cannot marshal resource", "type", t.Short, "name", name, "err", err)
 	})
 	s.env = &streamEnv{
@@ -205,8 +206,8 @@ func (s *Server) nextVersion() string {
 // proxy's node and locality from its pod: grpc-go sends the bootstrap's
 // locality, which is often empty, and node metadata only if the bootstrap
 // has it.
-func (s *Server) client(n *core.Node) Client {
-	c := ClientFromNode(n)
+func (s *Server) client(n *core.Node) translate.Client {
+	c := translate.ClientFromNode(n)
 	// One name for the local cluster, so that clients that name it and
 	// clients that do not share what varies by cluster.
 	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
@@ -338,7 +339,7 @@ func (s *Server) shareNames(typ int, names []string) {
 // isWildcard: only non-gRPC clients may subscribe to everything, and
 // only to types that have a wildcard; a gRPC client that names nothing
 // gets nothing.
-func isWildcard(t ResourceType, c *Client, subscribed bool) bool {
+func isWildcard(t translate.ResourceType, c *translate.Client, subscribed bool) bool {
 	return subscribed && t.Wildcard && !c.GRPC
 }
 
@@ -396,7 +397,7 @@ func (s *Server) finish(w *watch) {
 // resource returns the entry of a resource for a client, generating it
 // when needed, and adds what it depends on to deps (nil: not wanted).
 // s.mu is held.
-func (s *Server) resource(typ int, c *Client, name string, deps *depCollector) *entry {
+func (s *Server) resource(typ int, c *translate.Client, name string, deps *depCollector) *entry {
 	e := s.cache.get(typ, c, name)
 	if deps != nil {
 		deps.add(e.deps)

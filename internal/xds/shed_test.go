@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -82,7 +83,7 @@ func TestShed(t *testing.T) {
 		func(cc *grpc.ClientConn) *xdstest.TestClient { return openDelta(t, cc, envoyNode("c")) },
 	} {
 		c := open(dial(t, ts.addr))
-		c.Subscribe(EndpointType, reviews)
+		c.Subscribe(resource.EndpointType, reviews)
 		c.ACK(c.Next())
 		clients = append(clients, c)
 		served(1)

@@ -8,6 +8,8 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -82,7 +84,7 @@ type xdsStream struct {
 	// says of the client (never changed, shared by the stream's
 	// watches); nil until the first request. The stream keeps no node:
 	// its metadata would cost a kilobyte per stream.
-	client *Client
+	client *translate.Client
 
 	// mu guards what follows, and every typeState's fields but watch.
 	// A watch reads its type's subscription under the watcher's lock
@@ -153,13 +155,13 @@ type typeState struct {
 // does not serve come last.
 func sendOrder(url string) int {
 	switch url {
-	case ClusterType:
+	case resource.ClusterType:
 		return 0
-	case EndpointType:
+	case resource.EndpointType:
 		return 1
-	case ListenerType:
+	case resource.ListenerType:
 		return 2
-	case RouteType:
+	case resource.RouteType:
 		return 3
 	}
 	return 4
@@ -527,7 +529,7 @@ func (st *xdsStream) next() (*typeState, *response) {
 	first.nonce = strconv.FormatInt(st.nonce, 10)
 	r.setNonce(first.nonce)
 	switch {
-	case first.url == ClusterType && !st.grpcClient:
+	case first.url == resource.ClusterType && !st.grpcClient:
 		st.forgetEndpoints(first, r)
 	case len(first.forget) > 0:
 		// Endpoints sent after the cluster changed: Envoy has them.
@@ -550,7 +552,7 @@ func (st *xdsStream) next() (*typeState, *response) {
 // there too). Applied by the next EDS request, which is Envoy's request
 // for the warming cluster. st.mu is held.
 func (st *xdsStream) forgetEndpoints(cds *typeState, r *response) {
-	eds := st.typeState(EndpointType)
+	eds := st.typeState(resource.EndpointType)
 	if eds == nil {
 		return
 	}

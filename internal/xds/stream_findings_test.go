@@ -23,6 +23,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // This file holds the stream loop's unit tests against a fake watcher
@@ -106,7 +108,7 @@ func fakeEnv(f *fakeWatcher) *streamEnv {
 		types:     modelTypes,
 		limits:    requestLimits{}.withDefaults(),
 		log:       discardLogger(),
-		clientOf:  ClientFromNode,
+		clientOf:  translate.ClientFromNode,
 		authorize: func(*xdsStream, *core.Node) (string, error) { return "", nil },
 		refuse: func(_ *xdsStream, _ *core.Node, _ string, err *limitError) error {
 			return err
@@ -175,15 +177,15 @@ func TestLoopNoLostWakeup(t *testing.T) {
 	out := newRecordingStream(nil)
 	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
 	node := &core.Node{Id: "envoy"}
-	loopRequest(t, st, &discovery.DiscoveryRequest{Node: node, TypeUrl: ClusterType, ResourceNames: []string{"a"}})
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}})
 	cds := receiveWithin(t, out.sent, "first CDS")
 	eds := receiveWithin(t, out.sent, "first EDS")
 	for i := range 3000 {
 		// ACK both: each opens its type's next watch.
-		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: cds.GetNonce()})
-		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"a"}, ResponseNonce: eds.GetNonce()})
-		ws := []*watch{st.typeState(ClusterType).watch, st.typeState(EndpointType).watch}
+		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: cds.GetNonce()})
+		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}, ResponseNonce: eds.GetNonce()})
+		ws := []*watch{st.typeState(resource.ClusterType).watch, st.typeState(resource.EndpointType).watch}
 		var wg sync.WaitGroup
 		for j, w := range ws {
 			wg.Add(1)
@@ -198,7 +200,7 @@ func TestLoopNoLostWakeup(t *testing.T) {
 			r := receiveWithin(t, out.sent, fmt.Sprintf("round %d: both answers", i))
 			got[r.GetTypeUrl()] = r
 		}
-		cds, eds = got[ClusterType], got[EndpointType]
+		cds, eds = got[resource.ClusterType], got[resource.EndpointType]
 		if cds == nil || eds == nil {
 			t.Fatalf("round %d: sent %v", i, got)
 		}
@@ -213,8 +215,8 @@ func TestLoopPushSendsInOrder(t *testing.T) {
 	f := newFakeWatcher()
 	out := newRecordingStream(nil)
 	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
-	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: RouteType, ResourceNames: []string{"a"}})
-	for _, url := range []string{EndpointType, ListenerType, ClusterType} {
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.RouteType, ResourceNames: []string{"a"}})
+	for _, url := range []string{resource.EndpointType, resource.ListenerType, resource.ClusterType} {
 		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: url, ResourceNames: []string{"a"}})
 	}
 	nonces := map[string]string{}
@@ -226,7 +228,7 @@ func TestLoopPushSendsInOrder(t *testing.T) {
 		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: url, ResourceNames: []string{"a"}, ResponseNonce: n})
 	}
 	// The push walks its watches routes first, clusters last.
-	for _, url := range []string{RouteType, ListenerType, EndpointType, ClusterType} {
+	for _, url := range []string{resource.RouteType, resource.ListenerType, resource.EndpointType, resource.ClusterType} {
 		f.answer(st.typeState(url).watch, "v2", false)
 	}
 	st.kick()
@@ -234,7 +236,7 @@ func TestLoopPushSendsInOrder(t *testing.T) {
 	for range 4 {
 		got = append(got, receiveWithin(t, out.sent, "the push's answers").GetTypeUrl())
 	}
-	if want := []string{ClusterType, EndpointType, ListenerType, RouteType}; !slices.Equal(got, want) {
+	if want := []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}; !slices.Equal(got, want) {
 		t.Fatalf("sent %v, want %v", got, want)
 	}
 	st.close()
@@ -249,15 +251,15 @@ func TestLoopRequestWaitsForPushSender(t *testing.T) {
 	out := newRecordingStream(gate)
 	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
 	go func() { gate <- struct{}{} }()
-	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: ClusterType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}})
 	cds := receiveWithin(t, out.sent, "CDS")
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: cds.GetNonce()})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: cds.GetNonce()})
 	// A push answers; its sender waits in SendMsg for the gate.
-	f.answer(st.typeState(ClusterType).watch, "v2", true)
+	f.answer(st.typeState(resource.ClusterType).watch, "v2", true)
 	handled := make(chan struct{})
 	go func() {
 		defer close(handled)
-		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{"a"}})
+		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}})
 	}()
 	select {
 	case <-handled:
@@ -268,7 +270,7 @@ func TestLoopRequestWaitsForPushSender(t *testing.T) {
 	gate <- struct{}{}
 	<-handled
 	first, second := receiveWithin(t, out.sent, "push"), receiveWithin(t, out.sent, "request's answer")
-	if first.GetTypeUrl() != ClusterType || second.GetTypeUrl() != EndpointType || out.overlap.Load() {
+	if first.GetTypeUrl() != resource.ClusterType || second.GetTypeUrl() != resource.EndpointType || out.overlap.Load() {
 		t.Fatalf("sent %s then %s, overlapping: %v", first.GetTypeUrl(), second.GetTypeUrl(), out.overlap.Load())
 	}
 	st.close()
@@ -281,20 +283,20 @@ func TestLoopStaleACKLeavesStale(t *testing.T) {
 	f := newFakeWatcher()
 	out := newRecordingStream(nil)
 	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
-	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: ClusterType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}})
 	r1 := receiveWithin(t, out.sent, "first")
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce()})
-	f.answer(st.typeState(ClusterType).watch, "v2", true)
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce()})
+	f.answer(st.typeState(resource.ClusterType).watch, "v2", true)
 	r2 := receiveWithin(t, out.sent, "pushed")
 	status := func() string { return st.info(nil).Types["CDS"].Status }
 	if s := status(); s != Stale {
 		t.Fatalf("after the push: %s, want %s", s, Stale)
 	}
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce()})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce()})
 	if s := status(); s != Stale || f.openCount() != 0 {
 		t.Fatalf("after a stale ACK: %s with %d watches, want %s and none", s, f.openCount(), Stale)
 	}
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r2.GetNonce()})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r2.GetNonce()})
 	if s := status(); s != Synced || f.openCount() != 1 {
 		t.Fatalf("after the ACK: %s with %d watches, want %s and one", s, f.openCount(), Synced)
 	}
@@ -314,9 +316,9 @@ func TestLoopCloseEndsStuckSender(t *testing.T) {
 	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
 	out.release = make(chan struct{}, 1)
 	out.release <- struct{}{}
-	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: ClusterType, ResourceNames: []string{"a"}})
-	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"a"}, ResponseNonce: "1"})
-	f.answer(st.typeState(ClusterType).watch, "v2", true) // its send blocks
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: "1"})
+	f.answer(st.typeState(resource.ClusterType).watch, "v2", true) // its send blocks
 	<-out.entered
 	<-out.entered
 	closed := make(chan struct{})
@@ -373,9 +375,9 @@ func TestWarmingClusterGetsEndpoints(t *testing.T) {
 				node = grpcNode("grpc", "default")
 			}
 			c := openADS(t, dial(t, ts.addr), node)
-			c.Subscribe(ClusterType, reviews)
+			c.Subscribe(resource.ClusterType, reviews)
 			c.ACK(c.Next())
-			c.Subscribe(EndpointType, reviews)
+			c.Subscribe(resource.EndpointType, reviews)
 			eds := c.Next()
 			c.ACK(eds)
 			// The protocol changes: the cluster does, its endpoints not.
@@ -383,23 +385,23 @@ func TestWarmingClusterGetsEndpoints(t *testing.T) {
 			svc.Ports[0].Protocol = model.HTTP
 			store.Update(svc, endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.2"))
 			cds := c.Next()
-			if cds.TypeURL != ClusterType {
+			if cds.TypeURL != resource.ClusterType {
 				t.Fatalf("after the change: %s, want CDS alone", cds.TypeURL)
 			}
 			c.ACK(cds)
 			// Envoy's warming request: the same names, the last EDS nonce.
-			c.Send(&discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{reviews}, VersionInfo: eds.Version, ResponseNonce: eds.Nonce})
+			c.Send(&discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{reviews}, VersionInfo: eds.Version, ResponseNonce: eds.Nonce})
 			// A request answered for sure comes next: requests are handled,
 			// and their answers sent, in order.
-			c.Subscribe(ClusterType, reviews, ratings)
+			c.Subscribe(resource.ClusterType, reviews, ratings)
 			r := c.Next()
 			if grpcClient {
-				if r.TypeURL != ClusterType {
+				if r.TypeURL != resource.ClusterType {
 					t.Fatalf("a gRPC client was sent %s again", r.TypeURL)
 				}
 				return
 			}
-			if r.TypeURL != EndpointType || len(r.Resources) != 1 || r.Resources[0].Name != reviews {
+			if r.TypeURL != resource.EndpointType || len(r.Resources) != 1 || r.Resources[0].Name != reviews {
 				t.Fatalf("got %s %v, want the warming cluster's endpoints", r.TypeURL, r.Resources)
 			}
 		})
@@ -415,9 +417,9 @@ func TestPushSendsClustersFirst(t *testing.T) {
 	s := NewServer(Options{Discovery: store, Logger: discardLogger()})
 	c := openMemStream(t, s)
 	defer c.close()
-	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: resource.ClusterType, ResourceNames: []string{reviews}})
 	cds := <-c.sent
-	c.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{reviews}})
 	eds := <-c.sent
 	hostname := model.ServiceHostname("reviews", "default", "")
 	for i := range 40 {
@@ -432,7 +434,7 @@ func TestPushSendsClustersFirst(t *testing.T) {
 		req.Add(model.Event{Kind: model.ServiceChanged, Hostname: hostname}, timeNow())
 		s.Push(req)
 		first, second := <-c.sent, <-c.sent
-		if first.GetTypeUrl() != ClusterType || second.GetTypeUrl() != EndpointType {
+		if first.GetTypeUrl() != resource.ClusterType || second.GetTypeUrl() != resource.EndpointType {
 			t.Fatalf("push %d: sent %s then %s, want CDS then EDS", i, first.GetTypeUrl(), second.GetTypeUrl())
 		}
 		cds, eds = first, second
@@ -447,13 +449,13 @@ func TestDeltaAbsentAndResubscribed(t *testing.T) {
 	ts := startServer(t, baseStore())
 	d := openDelta(t, dial(t, ts.addr), envoyNode("delta"))
 	const missing = "outbound|9080||missing.default.svc.cluster.local"
-	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews, missing}})
+	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{reviews, missing}})
 	r := d.Next()
 	if len(r.Resources) != 1 || r.Resources[0].Name != reviews || !slices.Equal(r.Removed, []string{missing}) {
 		t.Fatalf("got %v removed %v, want %s and %s removed", r.Resources, r.Removed, reviews, missing)
 	}
 	d.ACK(r)
-	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews}, ResponseNonce: r.Nonce})
+	d.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{reviews}, ResponseNonce: r.Nonce})
 	r = d.Next()
 	if len(r.Resources) != 1 || r.Resources[0].Name != reviews || len(r.Removed) != 0 {
 		t.Fatalf("re-subscribed: got %v removed %v, want %s again", r.Resources, r.Removed, reviews)
@@ -478,12 +480,12 @@ func TestStreamKeepsFirstNode(t *testing.T) {
 	})
 	const first = "sidecar~10.0.0.7~first.default~default.svc.cluster.local"
 	c := openADS(t, dial(t, ts.addr), envoyNode(first))
-	c.Subscribe(ClusterType, reviews)
+	c.Subscribe(resource.ClusterType, reviews)
 	r := c.Next()
 	for i := range 5 {
-		c.Send(&discovery.DiscoveryRequest{Node: envoyNode(fmt.Sprint("sidecar~10.0.1.", i, "~other.default~default.svc.cluster.local")), TypeUrl: ClusterType, ResourceNames: []string{reviews}, ResponseNonce: r.Nonce, VersionInfo: r.Version})
+		c.Send(&discovery.DiscoveryRequest{Node: envoyNode(fmt.Sprint("sidecar~10.0.1.", i, "~other.default~default.svc.cluster.local")), TypeUrl: resource.ClusterType, ResourceNames: []string{reviews}, ResponseNonce: r.Nonce, VersionInfo: r.Version})
 	}
-	c.Send(&discovery.DiscoveryRequest{Node: grpcNode("grpc", "other"), TypeUrl: EndpointType, ResourceNames: []string{reviews}})
+	c.Send(&discovery.DiscoveryRequest{Node: grpcNode("grpc", "other"), TypeUrl: resource.EndpointType, ResourceNames: []string{reviews}})
 	c.ACK(c.Next())
 	cs := awaitClient(t, ts.Server, "the EDS ACK", func(ci ClientInfo) bool { return ci.Types["EDS"] != nil && ci.Types["EDS"].Status == Synced })
 	if cs.NodeID != first || cs.GRPC {
@@ -541,13 +543,13 @@ func TestHostileStreamBounds(t *testing.T) {
 	for i := range DefaultMaxRequestNames {
 		initial[fmt.Sprint("name-", i)] = "v"
 	}
-	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{reviews}, InitialResourceVersions: initial})
+	_ = d.Client.SendDelta(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{reviews}, InitialResourceVersions: initial})
 	if err := d.ExpectEnd(wait); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("%d initial versions: %v", len(initial), err)
 	}
 
 	n := openADS(t, cc, grpcNode("nacker", "default"))
-	n.Subscribe(EndpointType, reviews)
+	n.Subscribe(resource.EndpointType, reviews)
 	r := n.Next()
 	huge := strings.Repeat("e", 1<<20)
 	n.NACK(r, huge)
@@ -588,15 +590,15 @@ func TestPerTypeDeltaAndFetch(t *testing.T) {
 		delta func() (deltaStream, error)
 		fetch fetch
 	}{
-		{ListenerType, "reviews:9080", func() (deltaStream, error) {
+		{resource.ListenerType, "reviews:9080", func() (deltaStream, error) {
 			return listenerservice.NewListenerDiscoveryServiceClient(cc).DeltaListeners(ctx)
 		}, listenerservice.NewListenerDiscoveryServiceClient(cc).FetchListeners},
-		{RouteType, reviews, func() (deltaStream, error) { return routeservice.NewRouteDiscoveryServiceClient(cc).DeltaRoutes(ctx) },
+		{resource.RouteType, reviews, func() (deltaStream, error) { return routeservice.NewRouteDiscoveryServiceClient(cc).DeltaRoutes(ctx) },
 			routeservice.NewRouteDiscoveryServiceClient(cc).FetchRoutes},
-		{ClusterType, reviews, func() (deltaStream, error) {
+		{resource.ClusterType, reviews, func() (deltaStream, error) {
 			return clusterservice.NewClusterDiscoveryServiceClient(cc).DeltaClusters(ctx)
 		}, clusterservice.NewClusterDiscoveryServiceClient(cc).FetchClusters},
-		{EndpointType, reviews, func() (deltaStream, error) {
+		{resource.EndpointType, reviews, func() (deltaStream, error) {
 			return endpointservice.NewEndpointDiscoveryServiceClient(cc).DeltaEndpoints(ctx)
 		}, endpointservice.NewEndpointDiscoveryServiceClient(cc).FetchEndpoints},
 	}

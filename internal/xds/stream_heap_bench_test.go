@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkStreamHeap(b *testing.B) {
 			b.Fatal(err)
 		}
 		node := grpcNode(id, "default")
-		for _, typ := range []string{ClusterType, EndpointType} {
+		for _, typ := range []string{resource.ClusterType, resource.EndpointType} {
 			if err := a.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: typ, ResourceNames: names}); err != nil {
 				b.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func BenchmarkConvergedStreamHeap(b *testing.B) {
 			routes = append(routes, model.ClusterName(8080, "", model.Hostname(host+".default.svc.cluster.local")))
 		}
 		slices.Sort(routes)
-		for i, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+		for i, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType, resource.EndpointType} {
 			names := routes
 			if i == 0 {
 				names = listeners

@@ -27,6 +27,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // This file holds the model-based test of the stream loop. A reference
@@ -60,11 +62,11 @@ var modelNames = []string{"a", "b", "c", "d"}
 // modelTypes are the four types as meshpilot serves them: full state
 // for listeners and clusters, a wildcard for clusters, routes and
 // endpoints (listeners are never a wildcard).
-var modelTypes = []ResourceType{
-	{URL: ListenerType, Short: "LDS", FullState: true},
-	{URL: RouteType, Short: "RDS", Wildcard: true},
-	{URL: ClusterType, Short: "CDS", FullState: true, Wildcard: true},
-	{URL: EndpointType, Short: "EDS", Wildcard: true},
+var modelTypes = []translate.ResourceType{
+	{URL: resource.ListenerType, Short: "LDS", FullState: true},
+	{URL: resource.RouteType, Short: "RDS", Wildcard: true},
+	{URL: resource.ClusterType, Short: "CDS", FullState: true, Wildcard: true},
+	{URL: resource.EndpointType, Short: "EDS", Wildcard: true},
 }
 
 // world is the test's model content: per type, name to generation (a
@@ -104,15 +106,15 @@ type worldGen struct {
 	w   *world
 }
 
-func (g *worldGen) Type() ResourceType { return modelTypes[g.typ] }
+func (g *worldGen) Type() translate.ResourceType { return modelTypes[g.typ] }
 
-func (g *worldGen) Generate(_ *Client, name string) Result {
+func (g *worldGen) Generate(_ *translate.Client, name string) translate.Result {
 	deps := []model.ConfigKey{worldKey(g.typ, name)}
 	gen, ok := g.w.get(g.typ, name)
 	if !ok {
-		return Result{Deps: deps}
+		return translate.Result{Deps: deps}
 	}
-	return Result{Resource: wrapperspb.String(content(name, gen)), Deps: deps}
+	return translate.Result{Resource: wrapperspb.String(content(name, gen)), Deps: deps}
 }
 
 func (g *worldGen) AllNames() []string {
@@ -284,7 +286,7 @@ func (h *modelHarness) failIfViolated() {
 
 func newModelHarness(t *testing.T, kinds []byte) *modelHarness {
 	w := newWorld()
-	gens := make([]Generator, len(modelTypes))
+	gens := make([]translate.Generator, len(modelTypes))
 	for i := range gens {
 		gens[i] = &worldGen{typ: i, w: w}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -28,10 +29,10 @@ func TestSendOrder(t *testing.T) {
 		pending []string
 		want    []string
 	}{
-		{[]string{RouteType, ListenerType, EndpointType, ClusterType}, []string{ClusterType, EndpointType, ListenerType, RouteType}},
-		{[]string{other, RouteType, ClusterType}, []string{ClusterType, RouteType, other}},
-		{[]string{EndpointType, ListenerType}, []string{EndpointType, ListenerType}},
-		{[]string{ListenerType}, []string{ListenerType}},
+		{[]string{resource.RouteType, resource.ListenerType, resource.EndpointType, resource.ClusterType}, []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}},
+		{[]string{other, resource.RouteType, resource.ClusterType}, []string{resource.ClusterType, resource.RouteType, other}},
+		{[]string{resource.EndpointType, resource.ListenerType}, []string{resource.EndpointType, resource.ListenerType}},
+		{[]string{resource.ListenerType}, []string{resource.ListenerType}},
 	}
 	s := NewServer(Options{Discovery: model.NewStore()})
 	for _, c := range cases {
@@ -67,13 +68,13 @@ func TestStaleNonceIgnored(t *testing.T) {
 	s := NewServer(Options{Discovery: baseStore()})
 	c := openMemStream(t, s)
 	defer c.close()
-	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: resource.ClusterType, ResourceNames: []string{reviews}})
 	first := <-c.sent
 	for _, nonce := range []string{"", "0", "2", "stale"} {
-		c.request(t, &discovery.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{reviews, ratings}, ResponseNonce: nonce})
+		c.request(t, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{reviews, ratings}, ResponseNonce: nonce})
 	}
 	c.mu.Lock()
-	names := c.typeState(ClusterType).sub.names
+	names := c.typeState(resource.ClusterType).sub.names
 	c.mu.Unlock()
 	if !slices.Equal(names, []string{reviews}) || len(c.sent) != 0 {
 		t.Fatalf("after stale requests: subscribed %v, %d responses, want only %s and none", names, len(c.sent), reviews)
@@ -95,7 +96,7 @@ func TestOnePendingPerType(t *testing.T) {
 	c := openGatedMemStream(t, s, tokens)
 	defer c.close()
 	tokens <- struct{}{}
-	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: EndpointType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: envoyNode("e"), TypeUrl: resource.EndpointType, ResourceNames: []string{reviews}})
 	c.ack(t, <-c.sent, []string{reviews})
 	hostname := model.ServiceHostname("reviews", "default", "")
 	for i, addr := range []string{"10.0.0.7", "10.0.0.8", "10.0.0.9"} {
@@ -156,7 +157,7 @@ func TestSenderOnlyWhileSending(t *testing.T) {
 	for i := range cs {
 		cs[i] = openMemStream(t, s)
 		defer cs[i].close()
-		cs[i].request(t, &discovery.DiscoveryRequest{Node: envoyNode(fmt.Sprint("e", i)), TypeUrl: EndpointType, ResourceNames: []string{reviews}})
+		cs[i].request(t, &discovery.DiscoveryRequest{Node: envoyNode(fmt.Sprint("e", i)), TypeUrl: resource.EndpointType, ResourceNames: []string{reviews}})
 		cs[i].ack(t, <-cs[i].sent, []string{reviews})
 	}
 	idle("once answered")
@@ -179,12 +180,12 @@ func TestACKKeepsSubscribedNames(t *testing.T) {
 	s := NewServer(Options{Discovery: baseStore()})
 	c := openMemStream(t, s)
 	defer c.close()
-	c.request(t, &discovery.DiscoveryRequest{Node: grpcNode("n", "default"), TypeUrl: ClusterType, ResourceNames: []string{ratings, reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: grpcNode("n", "default"), TypeUrl: resource.ClusterType, ResourceNames: []string{ratings, reviews}})
 	last := <-c.sent
 	subscribed := func() []string {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.typeState(ClusterType).sub.names
+		return c.typeState(resource.ClusterType).sub.names
 	}
 	kept := subscribed()
 	for _, names := range [][]string{{ratings, reviews}, {reviews, ratings}, {reviews, ratings, ratings}} {
@@ -214,7 +215,7 @@ func TestStreamKeepsNoNode(t *testing.T) {
 	defer c.close()
 	node := grpcNode("n", "default")
 	gone := weak.Make(node)
-	c.request(t, &discovery.DiscoveryRequest{Node: node, TypeUrl: ClusterType, ResourceNames: []string{reviews}})
+	c.request(t, &discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType, ResourceNames: []string{reviews}})
 	c.ack(t, <-c.sent, []string{reviews})
 	node = nil
 	runtime.GC()
@@ -234,14 +235,14 @@ func TestSubscriptionsShareCachedNames(t *testing.T) {
 	names := func(s *memStream) []string {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.typeState(ClusterType).sub.names
+		return s.typeState(resource.ClusterType).sub.names
 	}
 	var first []string
 	for i := range 3 {
 		c := openMemStream(t, s)
 		defer c.close()
 		req := []string{strings.Clone(reviews), strings.Clone(ratings)}
-		c.request(t, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("n", i), "default"), TypeUrl: ClusterType, ResourceNames: req})
+		c.request(t, &discovery.DiscoveryRequest{Node: grpcNode(fmt.Sprint("n", i), "default"), TypeUrl: resource.ClusterType, ResourceNames: req})
 		c.ack(t, <-c.sent, []string{strings.Clone(reviews), strings.Clone(ratings)})
 		got := names(c)
 		if i == 0 {

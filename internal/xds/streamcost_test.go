@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/liveheap"
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // streamCostServerEnv makes TestStreamCost, run again in a process of
@@ -135,14 +136,14 @@ func openCostStreams(t *testing.T, ctx context.Context, cc *grpc.ClientConn, fir
 		if i%2 == 0 {
 			var st discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 			if st, err = ads.StreamAggregatedResources(ctx); err == nil {
-				if err = st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: ClusterType}); err == nil {
+				if err = st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err == nil {
 					_, err = st.Recv()
 				}
 			}
 		} else {
 			var st discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
 			if st, err = ads.DeltaAggregatedResources(ctx); err == nil {
-				if err = st.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: ClusterType}); err == nil {
+				if err = st.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err == nil {
 					_, err = st.Recv()
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // sentView is what a stream's subscription says it was sent of a type
@@ -69,7 +70,7 @@ func TestSubscriptionSharesSentEntries(t *testing.T) {
 		holds, sameList bool
 	}{
 		{"sent", func() {
-			m.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{reviews, ratings}})
+			m.request(t, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{reviews, ratings}})
 			last = <-m.sent
 			first = last.GetNonce()
 			sent = versionsOf(last, sent)
@@ -88,19 +89,19 @@ func TestSubscriptionSharesSentEntries(t *testing.T) {
 		{"stale", func() {
 			// Not the latest nonce: the stream ignores the request, its
 			// names included.
-			m.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{ratings}, ResponseNonce: first})
+			m.request(t, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{ratings}, ResponseNonce: first})
 		}, true, true},
 		{"NACKed", func() {
 			// The client holds what it held before the push: the stream
 			// goes back to it.
-			m.request(t, &discovery.DiscoveryRequest{TypeUrl: EndpointType, ResourceNames: []string{reviews},
+			m.request(t, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{reviews},
 				ResponseNonce: last.GetNonce(), ErrorDetail: &status.Status{Message: "no"}})
 			sent = beforePush
 		}, true, false},
 	}
 	for _, step := range steps {
 		step.do()
-		v := viewOf(t, m, EndpointType)
+		v := viewOf(t, m, resource.EndpointType)
 		if !maps.Equal(v.returned, sent) {
 			t.Fatalf("%s: returned %v, sent %v", step.name, v.returned, sent)
 		}

@@ -20,6 +20,8 @@ import (
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testpki"
+	"github.com/meshpilot/meshpilot/internal/translate"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // meshBootstrap is the bootstrap `meshpilot bootstrap --cert --key
@@ -70,7 +72,7 @@ func TestGRPCIstioMutualTLS(t *testing.T) {
 	echo.Ports = []model.Port{{Name: "grpc", Port: 9080, TargetPort: int32(port), Protocol: model.GRPC}}
 	endpointAs := func(account string) []*model.Endpoint {
 		return []*model.Endpoint{{Address: "127.0.0.5", Port: uint32(port), ServicePortName: "grpc", Namespace: "apps",
-			ServiceAccount: account, Labels: map[string]string{tlsModeLabel: "istio"}}}
+			ServiceAccount: account, Labels: map[string]string{"security.istio.io/tlsMode": "istio"}}}
 	}
 	st.Update(echo, endpointAs("echo"))
 	srv := grpctest.StartSecureXDSBackend(t, "127.0.0.5", port, meshBootstrap(t, bootstrap.Options{
@@ -111,7 +113,7 @@ func awaitCluster(t *testing.T, ts *testServer, namespace, name, text string) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
-		cl := (&servedModel{s: ts.Server}).get(t, ClusterType, Client{GRPC: true, Namespace: namespace}, name)
+		cl := (&servedModel{s: ts.Server}).get(t, resource.ClusterType, translate.Client{GRPC: true, Namespace: namespace}, name)
 		b, err := protojson.Marshal(cl)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -34,10 +35,10 @@ func TestEndpointChangeKeepingServiceAccountsWakesNoCluster(t *testing.T) {
 	ts := startServer(t, st, withMesh(mesh), withPolicies(policies))
 
 	eds := openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
-	eds.Subscribe(EndpointType, reviews)
+	eds.Subscribe(resource.EndpointType, reviews)
 	eds.ACK(eds.Next())
 	cds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("cds", "default"), AutoACK: true, Wait: wait})
-	cds.Subscribe(ClusterType, reviews)
+	cds.Subscribe(resource.ClusterType, reviews)
 	cds.WaitUntil("the cluster verifying reviews' identity", func() bool {
 		return cds.Cluster(reviews) != nil && clusterSANs(cds, reviews) == "spiffe://cluster.local/ns/default/sa/reviews"
 	})

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // watch is one open request of one stream for one type: the stream waits
@@ -19,14 +20,14 @@ type watch struct {
 	typ int // index of the type's generator
 	// client is shared by the stream's watches and never changed: a
 	// new node makes a new one (xdsStream.clientOf).
-	client *Client
+	client *translate.Client
 	stream *xdsStream
 	ts     *typeState
 	delta  bool
 	// initial: the request acknowledged no response (an empty nonce),
 	// so the client is answered even when it lacks nothing.
 	initial bool
-	// wildcard: the watch covers every resource of its type (AllNames).
+	// wildcard: the watch covers every resource of its type (translate.Generator.AllNames).
 	wildcard bool
 
 	// deps are the model keys of what the watch covers, as of its latest

@@ -8,6 +8,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -25,16 +26,16 @@ func TestWildcardRulePush(t *testing.T) {
 	ts := startServer(t, st, withPolicies(policies))
 	c := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("c", "shop"), AutoACK: true, Wait: wait})
 	ordersCluster := model.ClusterName(9080, "", orders.Hostname)
-	c.Subscribe(ClusterType, ordersCluster)
-	c.WaitFor(ClusterType, ordersCluster)
+	c.Subscribe(resource.ClusterType, ordersCluster)
+	c.WaitFor(resource.ClusterType, ordersCluster)
 	// A client of a host of another namespace, which the wildcard does
 	// not match: its watch must not be woken.
 	web := service("web", "front", 9080)
 	st.Update(web, nil)
 	d := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("d", "front"), AutoACK: true, Wait: wait})
 	webCluster := model.ClusterName(9080, "", web.Hostname)
-	d.Subscribe(ClusterType, webCluster)
-	d.WaitFor(ClusterType, webCluster)
+	d.Subscribe(resource.ClusterType, webCluster)
+	d.WaitFor(resource.ClusterType, webCluster)
 
 	const wildcard = model.Hostname("*.shop.svc.cluster.local")
 	deadline := time.Now().Add(wait)
@@ -60,7 +61,7 @@ func TestWildcardRulePush(t *testing.T) {
 	cart := service("cart", "shop", 9080)
 	st.Update(cart, nil)
 	cartCluster := model.ClusterName(9080, "", cart.Hostname)
-	c.Subscribe(ClusterType, ordersCluster, cartCluster)
+	c.Subscribe(resource.ClusterType, ordersCluster, cartCluster)
 	lb(cartCluster, cluster.Cluster_LEAST_REQUEST)
 
 	policies.set()

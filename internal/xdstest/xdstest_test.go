@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/xds"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -321,7 +322,7 @@ func TestNodes(t *testing.T) {
 		{"Envoy", xdstest.EnvoyNode(xdstest.NodeOptions{ID: "e", Namespace: "ns3"}), false, "ns3", "e"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := xds.ClientFromNode(tc.node)
+			c := translate.ClientFromNode(tc.node)
 			if c.GRPC != tc.grpc || c.Namespace != tc.namespace || c.ID != tc.id {
 				t.Fatalf("read as %+v, want gRPC %v, namespace %q, id %q", c, tc.grpc, tc.namespace, tc.id)
 			}

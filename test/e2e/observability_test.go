@@ -35,6 +35,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/server"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/internal/xds"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -283,10 +284,10 @@ func TestMetricsAndDebugPages(t *testing.T) {
 
 	// A raw Envoy-like client ACKs the cluster and NACKs its endpoints.
 	raw := openRawADS(t, srv.XDSAddr(), "raw-envoy~"+ns)
-	raw.Subscribe(xds.ClusterType, cluster)
+	raw.Subscribe(resource.ClusterType, cluster)
 	cds := raw.Next()
 	raw.ACK(cds)
-	raw.Subscribe(xds.EndpointType, cluster)
+	raw.Subscribe(resource.EndpointType, cluster)
 	eds := raw.Next()
 	// The NACK repeats the version last ACKed: none.
 	raw.NACK(eds, "endpoints rejected by the test")
@@ -536,7 +537,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	cluster := "outbound|7070||drain." + ns + ".svc.cluster.local"
 
 	open := openRawADS(t, srv.XDSAddr(), "draining-envoy")
-	open.Subscribe(xds.EndpointType, cluster)
+	open.Subscribe(resource.EndpointType, cluster)
 	open.ACK(open.Next())
 
 	began := time.Now()
@@ -544,7 +545,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusServiceUnavailable)
 
 	late := openRawADS(t, srv.XDSAddr(), "late-envoy")
-	late.Subscribe(xds.EndpointType, cluster)
+	late.Subscribe(resource.EndpointType, cluster)
 	if err := late.ExpectEnd(grpctest.Wait); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a new stream while draining: %v, want Unavailable", err)
 	}
@@ -600,7 +601,7 @@ func TestMaxConnectionAge(t *testing.T) {
 	}
 
 	raw := openRawADS(t, srv.XDSAddr(), "aging-envoy")
-	raw.Subscribe(xds.ClusterType, "outbound|7070||aged."+ns+".svc.cluster.local")
+	raw.Subscribe(resource.ClusterType, "outbound|7070||aged."+ns+".svc.cluster.local")
 	raw.Next()
 	if err := raw.ExpectEnd(grpctest.Wait); err == nil {
 		t.Fatal("stream ended without an error")
@@ -657,7 +658,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	testutil.AwaitHTTP(t, "http://"+debugAddr+"/debug/syncz", http.StatusOK)
 
 	raw := openRawADS(t, xdsAddr, "sigterm-envoy")
-	raw.Subscribe(xds.ClusterType, "outbound|7070||sig."+ns+".svc.cluster.local")
+	raw.Subscribe(resource.ClusterType, "outbound|7070||sig."+ns+".svc.cluster.local")
 	raw.Next()
 
 	began := time.Now()

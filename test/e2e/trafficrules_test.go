@@ -21,7 +21,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/server"
-	"github.com/meshpilot/meshpilot/internal/xds"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -91,9 +91,9 @@ func TestDestinationRuleSubsetsFromKubernetes(t *testing.T) {
 	host := model.ServiceHostname("reviews", ns, "")
 	whole, v1, v2 := model.ClusterName(9080, "", host), model.ClusterName(9080, "v1", host), model.ClusterName(9080, "v2", host)
 	c := xdstest.Dial(t, srv.XDSAddr(), xdstest.Options{Node: xdstest.GRPCNode(xdstest.NodeOptions{ID: "client", Namespace: ns}), AutoACK: true, Wait: grpctest.Wait})
-	c.Subscribe(xds.ClusterType, whole, v1, v2)
-	c.Subscribe(xds.EndpointType, v1, v2)
-	c.WaitFor(xds.ClusterType, whole)
+	c.Subscribe(resource.ClusterType, whole, v1, v2)
+	c.Subscribe(resource.EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole)
 
 	dr := &networkingv1.DestinationRule{
 		ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: ns},
@@ -115,8 +115,8 @@ func TestDestinationRuleSubsetsFromKubernetes(t *testing.T) {
 	if _, err := api.Create(ctx(t), dr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.WaitFor(xds.ClusterType, whole, v1, v2)
-	c.WaitFor(xds.EndpointType, v1, v2)
+	c.WaitFor(resource.ClusterType, whole, v1, v2)
+	c.WaitFor(resource.EndpointType, v1, v2)
 	for name, want := range map[string][]string{v1: {"192.0.2.1"}, v2: {"192.0.2.2", "192.0.2.3"}} {
 		c.WaitUntil(name+" holds "+strings.Join(want, ","), func() bool {
 			return slices.Equal(xdstest.Addresses(c.LoadAssignment(name)), want)
@@ -132,7 +132,7 @@ func TestDestinationRuleSubsetsFromKubernetes(t *testing.T) {
 	// The subset clusters leave the full-state CDS response; their
 	// assignments are not resent (EDS is not full state), and a client
 	// drops them with their clusters.
-	c.WaitFor(xds.ClusterType, whole)
+	c.WaitFor(resource.ClusterType, whole)
 	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
-	"github.com/meshpilot/meshpilot/internal/xds"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -93,8 +93,8 @@ func TestServeFromAFolderWithDestinationRule(t *testing.T) {
 	host := model.ServiceHostname("reviews", "files", "")
 	v1, v2 := model.ClusterName(9080, "v1", host), model.ClusterName(9080, "v2", host)
 	c := xdstest.Dial(t, xdsAddr, xdstest.Options{Node: xdstest.GRPCNode(xdstest.NodeOptions{ID: "client", Namespace: "files"}), AutoACK: true, Wait: grpctest.Wait})
-	c.Subscribe(xds.ClusterType, v1, v2)
-	c.Subscribe(xds.EndpointType, v1, v2)
+	c.Subscribe(resource.ClusterType, v1, v2)
+	c.Subscribe(resource.EndpointType, v1, v2)
 	holds := func(name string, lb string, addrs ...string) {
 		t.Helper()
 		c.WaitUntil(name+" with "+lb+" and "+strings.Join(addrs, ","), func() bool {

@@ -22,7 +22,7 @@
 //     which grpc-go resolves too, so gRPC clients reach it (istiod gives
 //     them nothing). With endpoints (names or IPs) Envoy gets a
 //     STRICT_DNS cluster over all of them and gRPC clients, which have no
-//     STRICT_DNS, a LOGICAL_DNS cluster to the first (see internal/xds).
+//     STRICT_DNS, a LOGICAL_DNS cluster to the first (see internal/translate).
 //   - NONE: the service without endpoints, reported: meshpilot does not
 //     send Envoy's passthrough (ORIGINAL_DST) cluster, and gRPC clients
 //     have no dialled address to pass through to.

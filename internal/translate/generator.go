@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"strings"
@@ -9,17 +9,17 @@ import (
 )
 
 // Generator builds the resources of one xDS type from the model. Adding a
-// type is one file with its Generator and one line in generators.
+// type is one file with its Generator and one line in Generators.
 //
 // Generate must depend only on the model's current content, the name, and
 // the facts about the client that its Result's Vary names: the server
-// gives one client's result to every client that agrees on those facts,
-// and keeps it until a model key among its Deps changes. The Vary of one
-// name may differ between clients (a rule chosen by the client's
-// namespace may or may not depend on its kind): the cache then tells the
-// name's variants apart by every fact any of them named. Generators are
-// called with the server's lock held, one at a time, and must not call
-// back into the server.
+// (internal/xds) gives one client's result to every client that agrees
+// on those facts, and keeps it until a model key among its Deps changes.
+// The Vary of one name may differ between clients (a rule chosen by the
+// client's namespace may or may not depend on its kind): the cache then
+// tells the name's variants apart by every fact any of them named.
+// Generators are called with the server's lock held, one at a time, and
+// must not call back into the server.
 type Generator interface {
 	// Type is the type built.
 	Type() ResourceType
@@ -82,10 +82,10 @@ const (
 	VaryCluster
 )
 
-// variant is the part of a client that a Vary selects; clients with equal
+// Variant is the part of a client that a Vary selects; clients with equal
 // variants share a resource. Comparable, so that a cache lookup allocates
 // nothing.
-type variant struct {
+type Variant struct {
 	grpc         bool
 	namespace    string
 	node         string
@@ -95,8 +95,9 @@ type variant struct {
 	cluster      string
 }
 
-func (v Vary) of(c *Client) variant {
-	var out variant
+// Of is the variant of c that v selects.
+func (v Vary) Of(c *Client) Variant {
+	var out Variant
 	if v&VaryKind != 0 {
 		out.grpc = c.GRPC
 	}
@@ -146,13 +147,15 @@ type GeneratorOptions struct {
 	Routes model.RouteIndex
 
 	// clusterLocal, when set, keeps the cluster-local table of the
-	// latest mesh settings (generators sets it).
+	// latest mesh settings (Generators sets it).
 	clusterLocal *clusterLocalTable
 }
 
 var defaultMesh = model.DefaultMeshSettings()
 
-func (o GeneratorOptions) mesh() *model.MeshSettings {
+// MeshSettings are the mesh settings the generators read: the latest
+// that Mesh published, Istio's defaults when there is none.
+func (o GeneratorOptions) MeshSettings() *model.MeshSettings {
 	if o.Mesh == nil {
 		return defaultMesh
 	}
@@ -166,9 +169,9 @@ func (o GeneratorOptions) suffix() string {
 	return model.DomainSuffixOrDefault(o.DomainSuffix)
 }
 
-// generators lists the types served, in the order a client is expected
+// Generators lists the types served, in the order a client is expected
 // to ask for them. A new type is one line here.
-func generators(o GeneratorOptions) []Generator {
+func Generators(o GeneratorOptions) []Generator {
 	if o.clusterLocal == nil {
 		o.clusterLocal = &clusterLocalTable{}
 	}

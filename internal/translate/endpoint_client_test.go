@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"fmt"
@@ -72,7 +72,7 @@ func TestEndpointsPerClient(t *testing.T) {
 					Health: e.health, Locality: model.Locality{Region: "r", Zone: e.zone}})
 			}
 			st.Update(svc, eps)
-			cla := serve(st).endpoints(t, tc.client, model.ClusterName(80, "", svc.Hostname))
+			cla := generate(st).endpoints(t, tc.client, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(cla); err != nil {
 				t.Fatal(err)
 			}
@@ -98,34 +98,4 @@ func describeLocalities(cla *endpoint.ClusterLoadAssignment, line func(l *endpoi
 		out = append(out, line(l, strings.Join(addrs, ",")))
 	}
 	return strings.Join(out, ";")
-}
-
-// TestEndpointVariantsShared: a ClusterLoadAssignment that depends on the
-// client's zone is generated and marshalled once per zone, not per
-// client; one that depends on nothing about the client, once.
-func TestEndpointVariantsShared(t *testing.T) {
-	st := model.NewStore()
-	zoned := service("zoned", "default", 80)
-	zoned.TrafficDistribution = model.PreferSameZone
-	plain := service("plain", "default", 80)
-	for _, svc := range []*model.Service{zoned, plain} {
-		st.Update(svc, []*model.Endpoint{
-			{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r", Zone: "a"}},
-			{Address: "10.0.1.1", Port: 80, ServicePortName: "grpc", Locality: model.Locality{Region: "r", Zone: "b"}},
-		})
-	}
-	m := serve(st)
-	for i := range 20 {
-		zone := []string{"a", "b"}[i%2]
-		c := Client{Namespace: "default", GRPC: i%4 < 2, NodeName: fmt.Sprint("node-", i),
-			Locality: model.Locality{Region: "r", Zone: zone, Subzone: fmt.Sprint(i)}}
-		first := m.endpoints(t, c, model.ClusterName(80, "", zoned.Hostname)).GetEndpoints()[0]
-		if first.GetLocality().GetZone() != zone || first.GetPriority() != 0 {
-			t.Fatalf("client in zone %s: priority 0 is %v", zone, first)
-		}
-		m.endpoints(t, c, model.ClusterName(80, "", plain.Hostname))
-	}
-	if got := m.s.Stats().Marshals; got != 2+1 {
-		t.Errorf("%d marshals for 20 clients in 2 zones, want one per zone (2) + one for the service without preference", got)
-	}
 }

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"maps"
@@ -77,7 +77,7 @@ func TestLocalityWeights(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(service("svc", "default", 80), eps)
-			g := serve(st)
+			g := generate(st)
 			name := model.ClusterName(80, "", "svc.default.svc.cluster.local")
 			for _, c := range []struct {
 				client Client
@@ -136,7 +136,7 @@ func TestClusterOptions(t *testing.T) {
 			}
 			st := model.NewStore()
 			st.Update(svc, nil)
-			c := serve(st).cluster(t, model.ClusterName(80, "", svc.Hostname))
+			c := generate(st).cluster(t, model.ClusterName(80, "", svc.Hostname))
 			if err := Validate(c); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"slices"
@@ -59,7 +59,7 @@ func (g *clusterGenerator) applyTLS(cl *cluster.Cluster, t *model.ClientTLS, c *
 		// coming and going under the same service accounts leave the
 		// cluster as it is.
 		deps = append(deps, model.ServiceAccountsKey(svc.Hostname), model.MeshTrustDomainKey)
-		sans = spiffeIdentities(g.Discovery, svc, g.mesh())
+		sans = spiffeIdentities(g.Discovery, svc, g.MeshSettings())
 	}
 	var ctx *tls.UpstreamTlsContext
 	if c.GRPC {

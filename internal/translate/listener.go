@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"strings"
@@ -10,10 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
-
-// ListenerType is the type URL of listeners.
-const ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 
 // listenerGenerator builds the API listeners of proxyless gRPC clients:
 // the name a client asks for, "<host>:<port>", where host is the FQDN or
@@ -23,7 +21,7 @@ const ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 type listenerGenerator struct{ GeneratorOptions }
 
 func (*listenerGenerator) Type() ResourceType {
-	return ResourceType{URL: ListenerType, Short: "LDS", FullState: true}
+	return ResourceType{URL: resource.ListenerType, Short: "LDS", FullState: true}
 }
 
 // AllNames: none, and listeners have no wildcard: meshpilot generates API

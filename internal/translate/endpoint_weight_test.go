@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"math"
@@ -35,7 +35,7 @@ func TestLargeWorkloadWeightsKeepTheLocality(t *testing.T) {
 		{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Locality: loc, Health: model.Healthy, Weight: math.MaxUint32},
 		{Address: "10.0.0.2", Port: 80, ServicePortName: "grpc", Locality: loc, Health: model.Healthy, Weight: 1},
 	})
-	m := &servedModel{s: NewServer(Options{Discovery: st})}
+	m := generateWith(GeneratorOptions{Discovery: st})
 	cla := m.endpoints(t, Client{Namespace: "default", GRPC: true}, model.ClusterName(80, "", svc.Hostname))
 	if err := Validate(cla); err != nil {
 		t.Fatal(err)

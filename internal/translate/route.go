@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"strconv"
@@ -7,10 +7,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
-
-// RouteType is the type URL of route configurations.
-const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 
 // routeGenerator builds the route configuration "outbound|<port>||<FQDN>":
 // one virtual host whose domains are the forms a client may use for the
@@ -22,7 +20,7 @@ const RouteType = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
-	return ResourceType{URL: RouteType, Short: "RDS", Wildcard: true}
+	return ResourceType{URL: resource.RouteType, Short: "RDS", Wildcard: true}
 }
 
 func (g *routeGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }
@@ -51,7 +49,7 @@ func (g *routeGenerator) Generate(c *Client, name string) Result {
 			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &route.Route_Route{Route: &route.RouteAction{
 				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
-				RetryPolicy:      retryPolicy(g.mesh().DefaultHTTPRetry),
+				RetryPolicy:      retryPolicy(g.MeshSettings().DefaultHTTPRetry),
 				HashPolicy:       hash,
 			}},
 		}}

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"cmp"
@@ -202,7 +202,7 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 	setTimeout(a, hr.Timeout, c.GRPC)
 	retries := hr.Retries
 	if retries == nil {
-		retries = g.mesh().DefaultHTTPRetry
+		retries = g.MeshSettings().DefaultHTTPRetry
 	}
 	a.RetryPolicy = retryPolicy(retries)
 	if len(hr.Route) == 1 && len(a.HashPolicy) > 0 && a.RetryPolicy != nil {

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"reflect"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 func TestClientFromNode(t *testing.T) {
@@ -55,7 +56,7 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 	st := model.NewStore()
 	svc := service("a", "b", 80)
 	st.Update(svc, nil)
-	g := serve(st)
+	g := generate(st)
 	whole, subset := model.ClusterName(80, "", svc.Hostname), model.ClusterName(80, "v1", svc.Hostname)
 	if h, p, ok := serviceCluster(whole); !ok || h != svc.Hostname || p != 80 {
 		t.Fatalf("serviceCluster(%q) = %q, %d, %v", whole, h, p, ok)
@@ -63,7 +64,7 @@ func TestSubsetNamesDesignateNothing(t *testing.T) {
 	if _, _, ok := serviceCluster(subset); ok {
 		t.Errorf("serviceCluster(%q) accepted a subset", subset)
 	}
-	for _, typ := range []string{ClusterType, RouteType, EndpointType} {
+	for _, typ := range []string{resource.ClusterType, resource.RouteType, resource.EndpointType} {
 		if m := g.get(t, typ, Client{}, whole); m == nil {
 			t.Errorf("%s %q: no resource", typ, whole)
 		}

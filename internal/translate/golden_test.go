@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"cmp"
@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
@@ -262,40 +263,40 @@ func loadModel(t testing.TB, in *goldenInput, suffix string) model.ServiceDiscov
 
 // goldenTypes are the types a golden case writes, one output file each.
 var goldenTypes = []struct{ file, url string }{
-	{"listeners", ListenerType},
-	{"routes", RouteType},
-	{"clusters", ClusterType},
-	{"endpoints", EndpointType},
+	{"listeners", resource.ListenerType},
+	{"routes", resource.RouteType},
+	{"clusters", resource.ClusterType},
+	{"endpoints", resource.EndpointType},
 }
 
 // TestGolden is the main test of the generators: each
 // testdata/in/<case>.yaml shows one behaviour (its header says which and
 // by what rule) with a model and the clients that ask for resources from
-// it. What the server serves each client goes to
+// it. What the generators build for each client goes to
 // testdata/out/<case>/<type>.json, one file per xDS type, as
 // {client: {name asked: resource, or null when the name designates
 // nothing}}; a client that subscribes to everything (wildcard) is there
-// with what that gets it, {} when nothing. Resources come through the
-// server's own path (its resource cache and generators, as a request is
-// answered) and are validated. -update rewrites the outputs and removes
-// those no case makes.
+// with what that gets it, {} when nothing. Resources are asked for as
+// the server asks (generatedModel: decoded from their wire form, each
+// held to what it varies by) and are validated. -update rewrites the
+// outputs and removes those no case makes.
 func TestGolden(t *testing.T) {
-	cases := &golden.Cases{In: "testdata/in/*.yaml", Out: "testdata/out", Rerun: "go test ./internal/xds -run TestGolden -update"}
+	cases := &golden.Cases{In: "testdata/in/*.yaml", Out: "testdata/out", Rerun: "go test ./internal/translate -run TestGolden -update"}
 	cases.Run(t, func(t *testing.T, name string, raw []byte) {
 		var in goldenInput
 		if err := yaml.UnmarshalStrict(raw, &in); err != nil {
 			t.Fatal(err)
 		}
-		g := &servedModel{s: NewServer(Options{
+		g := generateWith(GeneratorOptions{
 			Discovery: loadModel(t, &in, model.DefaultDomainSuffix),
 			Policies:  loadPolicies(t, &in, model.DefaultDomainSuffix),
 			Routes:    loadRoutes(t, &in, model.DefaultDomainSuffix),
-		})}
+		})
 		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
 		for _, c := range in.Clients {
 			client := ClientFromNode(c.node(t))
 			asked := map[string][]string{
-				ListenerType: c.Listeners, RouteType: c.Routes, ClusterType: c.Clusters, EndpointType: c.Endpoints,
+				resource.ListenerType: c.Listeners, resource.RouteType: c.Routes, resource.ClusterType: c.Clusters, resource.EndpointType: c.Endpoints,
 			}
 			for _, ty := range goldenTypes {
 				names := asked[ty.url]

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"

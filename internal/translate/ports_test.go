@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
 // TestOnePortNumberTwoProtocols: kube-dns serves "dns" 53/UDP and
@@ -30,7 +31,7 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 			&model.Endpoint{Address: addr, Port: 8125, ServicePortName: "statsd"})
 	}
 	st.Update(dns, eps)
-	g := serve(st)
+	g := generate(st)
 	name := model.ClusterName(53, "", dns.Hostname)
 
 	for _, c := range []Client{{Namespace: "kube-system", GRPC: true}, {Namespace: "kube-system"}} {
@@ -50,10 +51,10 @@ func TestOnePortNumberTwoProtocols(t *testing.T) {
 		}
 	}
 
-	if got := g.allNames(t, ClusterType); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, resource.ClusterType); !slices.Equal(got, []string{name}) {
 		t.Errorf("ClusterNames = %v, want [%s]", got, name)
 	}
-	if got := g.allNames(t, EndpointType); !slices.Equal(got, []string{name}) {
+	if got := g.allNames(t, resource.EndpointType); !slices.Equal(got, []string{name}) {
 		t.Errorf("EndpointNames = %v, want [%s]", got, name)
 	}
 	if g.cluster(t, name) == nil || g.listener(t, Client{Namespace: "kube-system", GRPC: true}, "kube-dns:53") == nil {

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -9,10 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
-
-// ClusterType is the type URL of clusters.
-const ClusterType = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 
 // httpProtocolOptionsKey is the typed_extension_protocol_options key (the
 // extension's name) under which Envoy reads upstream HTTP options.
@@ -31,7 +29,7 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 type clusterGenerator struct{ GeneratorOptions }
 
 func (*clusterGenerator) Type() ResourceType {
-	return ResourceType{URL: ClusterType, Short: "CDS", FullState: true, Wildcard: true}
+	return ResourceType{URL: resource.ClusterType, Short: "CDS", FullState: true, Wildcard: true}
 }
 
 func (g *clusterGenerator) AllNames() []string { return clusterNames(g.Discovery, false) }

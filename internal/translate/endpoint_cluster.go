@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"cmp"
@@ -122,9 +122,9 @@ func (o GeneratorOptions) localCluster() string {
 // cluster-local; what reads it depends on model.MeshServiceSettingsKey.
 func (o GeneratorOptions) isClusterLocal(host model.Hostname) bool {
 	if o.clusterLocal == nil {
-		return o.mesh().ClusterLocal(host, o.suffix())
+		return o.MeshSettings().ClusterLocal(host, o.suffix())
 	}
-	return o.clusterLocal.table(o.mesh(), o.suffix()).IsClusterLocal(host)
+	return o.clusterLocal.table(o.MeshSettings(), o.suffix()).IsClusterLocal(host)
 }
 
 // clusterLocalTable keeps the cluster-local table of the latest mesh

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"maps"
@@ -142,7 +142,7 @@ func localityOf(g *localityGroup) model.Locality {
 // outlier detection makes it vary by the client's locality, so that the
 // common case stays one resource for every client.
 func (o GeneratorOptions) localityFor(c *Client, key model.ClusterKey, eps []*model.Endpoint, readRule func() *model.DestinationRule) (localityPlan, Vary) {
-	loc, needsRule := planLocality(o.mesh().LocalityLB, c)
+	loc, needsRule := planLocality(o.MeshSettings().LocalityLB, c)
 	if !needsRule {
 		return loc, loc.vary
 	}

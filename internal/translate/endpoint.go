@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"cmp"
@@ -11,10 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
-
-// EndpointType is the type URL of ClusterLoadAssignments.
-const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 
 // endpointGenerator builds the ClusterLoadAssignment of
 // "outbound|<port>|<subset>|<FQDN>" (a subset's: the endpoints its labels
@@ -39,7 +37,7 @@ const EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAs
 type endpointGenerator struct{ GeneratorOptions }
 
 func (*endpointGenerator) Type() ResourceType {
-	return ResourceType{URL: EndpointType, Short: "EDS", Wildcard: true}
+	return ResourceType{URL: resource.EndpointType, Short: "EDS", Wildcard: true}
 }
 
 func (g *endpointGenerator) AllNames() []string { return clusterNames(g.Discovery, true) }
