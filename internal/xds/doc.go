@@ -13,8 +13,8 @@
 // stream.go runs each stream with go-control-plane's protocol rules
 // (subscription.go: wildcards, subscriptions, what was sent; nonces),
 // rest.go answers fetches. It keeps no snapshot: a client's request is
-// answered (sotw.go, delta.go, rest.go) from resources generated on demand, held in a
-// resource cache (cache.go) by name and client variant, and shared by
+// answered (sotw.go, delta.go, rest.go) from resources generated on
+// demand, held in a resource cache (cache.go) by name and client variant, and shared by
 // every client that asks for the same thing, each marshalled once. The
 // server never parses a name to learn what a resource depends on: the
 // cache files each resource under the keys its generator returned, and
@@ -35,14 +35,18 @@
 // clients hold); the version of a
 // response starts with a per-process prefix, so versions differ across
 // restarts. What a client holds is its stream's subscription state
-// (names and versions last sent), so a NACKed version is not resent
-// until its content changes, and a closed stream leaves nothing behind.
+// (names and versions last ACKed), so a NACKed response is not resent
+// until something in it changes, and a closed stream leaves nothing
+// behind.
 //
 // An idle stream costs one goroutine, grpc-go's handler, which
-// receives; a response is sent by a goroutine that the stream starts
-// when one is ready and that exits when none is left (stream.go), with
-// at most one response per type waiting, sent clusters first, then
-// endpoints, listeners, routes.
+// receives; a push's responses are sent by a goroutine that the stream
+// starts once the whole push is pending and that exits when none is left
+// (stream.go), with at most one response per type waiting, sent
+// clusters first, then endpoints, listeners, routes. The stream loop
+// opens and cancels its watches through the watcher interface (seam.go)
+// and never takes the server's lock; docs/architecture.md gives the
+// protocol rules and the lock order.
 //
 // # Hostile clients
 //
@@ -69,20 +73,22 @@
 //
 // # Client state
 //
-// For operators (/debug/syncz, `meshpilot status`) the server keeps, per
-// stream and resource type, the subscribed names, the latest response sent
-// and the latest ACKed (version and nonce), and the latest NACK with its
-// error; Clients returns it, ConfigDump adds the resources of the ACKed
-// responses. The stream loop tells it of each request and of each
-// response before it is sent. What a stream costs is proportional to its
-// subscriptions: its names once (an ACK that repeats them is made to
-// share the stream's strings, so the stream's subscription holds no
-// second copy of them), the versions last sent, references to the shared resources it
-// holds, and one waiting watch per type, which keeps nothing of its
-// request. A response caused by a push carries the push's start (the
-// moment the change reached meshpilot) to its send and, through
-// the nonce, to the ACK; an Observer is told both durations, which is how
-// convergence is measured without Prometheus in this package.
+// For operators (/debug/syncz, `meshpilot status`) each stream's own
+// record tells, per resource type, the subscribed names, the latest
+// response sent and the latest ACKed (version and nonce), and the latest
+// NACK with its error (record.go); Clients returns a snapshot of every
+// stream's, ConfigDump adds the resources of the ACKed responses. There
+// is no second account of what a stream subscribes to: the record is
+// the protocol state. What a stream costs is proportional to its
+// subscriptions: its names once (an ACK that repeats them keeps the
+// stream's list), the versions last sent, references to the shared
+// resources it holds, and one waiting watch per type, which keeps
+// nothing of its request. A response caused by a push carries the push's
+// start (the moment the change reached meshpilot) to its send and,
+// through the nonce, to the ACK; an Observer is told both durations,
+// which is how convergence is measured without Prometheus in this
+// package. Types meshpilot does not serve reach the Observer as
+// "other": a type URL is the client's text, never a metric label.
 //
 // # Who may ask
 //

@@ -10,9 +10,9 @@ import "google.golang.org/grpc"
 //     a sender goroutine runs only while a push's responses wait to be
 //     sent), about 8 KiB of its stack, and about 4.3 KiB of heap:
 //     grpc-go's stream and its contexts, the stream's protocol state
-//     (subscriptions, what was sent, one waiting watch per type), and the
-//     client tracker's (5 KiB while each stream kept its node and maps of
-//     what it was sent; BenchmarkConvergedStreamHeap measures the state
+//     (subscriptions, what was sent, one waiting watch per type, and its
+//     record for /debug/syncz; 5 KiB while a separate client tracker
+//     kept the node and maps of what was sent; BenchmarkConvergedStreamHeap measures the state
 //     of a client of five services by four types, 4.5 KiB without
 //     grpc-go's). It was 2 goroutines, 12 KiB of stacks and 7 KiB
 //     of heap with go-control-plane's server (its process loop and its

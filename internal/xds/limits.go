@@ -11,10 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// What one request may carry. A request is held while it is handled and
-// a node for as long as its stream lives (the stream keeps the latest,
-// the client tracker what it read of it), so without bounds one
-// client could make the server hold as much as it cares to send.
+// What one request may carry. A request is held while it is handled,
+// and what a stream reads of it (its names, its type, what its node
+// says) for as long as the stream lives, so without bounds one client
+// could make the server hold as much as it cares to send.
 const (
 	// MaxRequestBytes bounds one request as received: gRPC's receive
 	// limit (grpc.MaxRecvMsgSize, set to it by the server package) and

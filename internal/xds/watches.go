@@ -19,7 +19,7 @@ import (
 type watch struct {
 	typ int // index of the type's generator
 	// client is shared by the stream's watches and never changed: a
-	// new node makes a new one (xdsStream.clientOf).
+	// stream reads its node once, from its first request (xdsStream.admit).
 	client *translate.Client
 	stream *xdsStream
 	ts     *typeState
