@@ -86,11 +86,13 @@ func (f *fakeWatcher) answerLocked(w *watch, name string) bool {
 		panic(err)
 	}
 	delete(f.open, w)
-	w.answer(&response{
-		sotw:     &discovery.DiscoveryResponse{TypeUrl: modelTypes[w.typ].URL, VersionInfo: e.version, Resources: anys([]*entry{e})},
-		returned: versionMap{{name, e.version}},
-		holds:    []*entry{e},
-	})
+	r := &response{returned: versionMap{{name, e.version}}, holds: []*entry{e}}
+	if w.delta {
+		r.delta = &discovery.DeltaDiscoveryResponse{TypeUrl: modelTypes[w.typ].URL, SystemVersionInfo: e.version, Resources: []*discovery.Resource{e.deltaForm()}}
+	} else {
+		r.sotw = &discovery.DiscoveryResponse{TypeUrl: modelTypes[w.typ].URL, VersionInfo: e.version, Resources: anys([]*entry{e})}
+	}
+	w.answer(r)
 	return true
 }
 
@@ -632,4 +634,117 @@ func TestPerTypeDeltaAndFetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoopNoLostWakeupOrdered replays the lost wakeup's interleaving on
+// purpose: the sender, back from a send, waits for the stream's lock,
+// and behind it a push's answer and then its kick. The mutex hands the
+// lock over in that order once its waiters have waited more than a
+// millisecond (sync.Mutex's starvation mode). The sender finds nothing
+// left; the answer fills a slot; the kick finds the sender still
+// running. The answer must still be sent: the sender stops in the
+// critical section in which it found nothing, so the kick finds it
+// stopped and starts another.
+func TestLoopNoLostWakeupOrdered(t *testing.T) {
+	f := newFakeWatcher()
+	gate := make(chan struct{}, 8)
+	out := newRecordingStream(gate)
+	st := newStream(fakeEnv(f), streamKey{id: 1}, out, "")
+	gate <- struct{}{}
+	gate <- struct{}{}
+	loopRequest(t, st, &discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}})
+	cds, eds := <-out.sent, <-out.sent
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: cds.GetNonce()})
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}, ResponseNonce: eds.GetNonce()})
+	cdsWatch, edsWatch := st.typeState(resource.ClusterType).watch, st.typeState(resource.EndpointType).watch
+
+	f.answer(cdsWatch, "v1", true) // a sender starts; its send waits for the gate
+	st.mu.Lock()
+	gate <- struct{}{} // the send returns; the sender waits for the lock
+	time.Sleep(5 * time.Millisecond)
+	go f.answer(edsWatch, "v1", false) // waits for the lock behind the sender
+	time.Sleep(5 * time.Millisecond)
+	go st.kick() // and behind the answer
+	time.Sleep(5 * time.Millisecond)
+	st.mu.Unlock()
+
+	gate <- struct{}{}
+	if r := receiveWithin(t, out.sent, "the pushed CDS"); r.GetTypeUrl() != resource.ClusterType {
+		t.Fatalf("sent %s, want CDS", r.GetTypeUrl())
+	}
+	if r := receiveWithin(t, out.sent, "the EDS answered while the sender stopped"); r.GetTypeUrl() != resource.EndpointType {
+		t.Fatalf("sent %s, want EDS", r.GetTypeUrl())
+	}
+	st.close()
+}
+
+// TestLoopRequestDropsUnsentAnswer: a response a push built while the
+// stream's handler was about to handle a request is not sent: the
+// request changes what the client asks for (here it drops the name the
+// response carries), and the type's new watch answers from the new
+// subscription. Both kinds of stream.
+func TestLoopRequestDropsUnsentAnswer(t *testing.T) {
+	for _, delta := range []bool{false, true} {
+		t.Run(fmt.Sprint("delta=", delta), func(t *testing.T) {
+			f := newFakeWatcher()
+			out := newRecordingStream(nil)
+			st := newStream(fakeEnv(f), streamKey{id: 1, delta: delta}, out, "")
+			var sent chan any
+			if delta {
+				sent = make(chan any, 8)
+				st.out = deltaRecorder{recordingStream: out, sent: sent}
+			}
+			request := func(names, unsubscribe []string, nonce string, before func()) {
+				t.Helper()
+				err := st.handle(func() error {
+					if before != nil {
+						before()
+					}
+					if delta {
+						return st.deltaRequest(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.EndpointType,
+							ResourceNamesSubscribe: names, ResourceNamesUnsubscribe: unsubscribe, ResponseNonce: nonce})
+					}
+					return st.sotwRequest(&discovery.DiscoveryRequest{Node: &core.Node{Id: "envoy"}, TypeUrl: resource.EndpointType, ResourceNames: names, ResponseNonce: nonce})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			nonceOf := func() string {
+				if delta {
+					return (<-sent).(*discovery.DeltaDiscoveryResponse).GetNonce()
+				}
+				return receiveWithin(t, out.sent, "first").GetNonce()
+			}
+			request([]string{"a", "b"}, nil, "", nil)
+			n := nonceOf()
+			request([]string{"a", "b"}, nil, n, nil)
+			w := st.typeState(resource.EndpointType).watch
+			// A push answers with "a" just before the request that drops it.
+			if delta {
+				request(nil, []string{"a"}, n, func() { f.answer(w, "a", false) })
+			} else {
+				request([]string{"b"}, nil, n, func() { f.answer(w, "a", false) })
+			}
+			st.close()
+			if delta && len(sent) != 0 || !delta && len(out.sent) != 0 {
+				t.Fatal("the response built before the request was sent after it")
+			}
+		})
+	}
+}
+
+// deltaRecorder records the delta responses a stream sends.
+type deltaRecorder struct {
+	*recordingStream
+	sent chan any
+}
+
+func (d deltaRecorder) SendMsg(v any) error {
+	if r, ok := v.(*discovery.DeltaDiscoveryResponse); ok {
+		d.sent <- r
+		return nil
+	}
+	return d.recordingStream.SendMsg(v)
 }
