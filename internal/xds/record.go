@@ -145,7 +145,7 @@ func (st *xdsStream) info(resources map[string][]*anypb.Any) ClientInfo {
 		}
 		sync := &TypeSync{
 			Subscribed: slices.Clone(ts.sub.names),
-			Wildcard:   ts.sub.wildcard && !(st.grpcClient && ts.typ >= 0),
+			Wildcard:   st.coversAll(ts),
 			LastSent:   copyOf(ts.lastSent),
 			LastACK:    copyOf(ts.lastACK),
 			LastNACK:   copyOf(ts.lastNACK),

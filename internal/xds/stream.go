@@ -308,7 +308,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	stale := ts.nonce != "" && nonce != ts.nonce
 	st.mu.Unlock()
 	if stale {
-		st.staleRequest(ts, req.GetVersionInfo(), nonce, req.GetErrorDetail())
+		st.staleRequest(ts, req.GetVersionInfo(), nonce, req.GetErrorDetail() != nil, req.GetErrorDetail().GetMessage())
 		return nil
 	}
 	if ts.typ >= 0 && len(names) > 0 && (!ts.started || !slices.Equal(ts.sub.names, names)) {
@@ -331,7 +331,7 @@ func (st *xdsStream) sotwRequest(req *discovery.DiscoveryRequest) error {
 	} else {
 		before := ts.sub.names
 		ts.sub.setSotw(names, nil)
-		if !ts.sub.wildcard && !slices.Equal(before, ts.sub.names) {
+		if !st.coversAll(ts) && !slices.Equal(before, ts.sub.names) {
 			// What the client no longer subscribes to leaves the cache
 			// when no other client holds it, without waiting for the next
 			// response, which may never come.
@@ -379,7 +379,7 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 		st.answered(ts, "", nonce, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	} else if req.GetErrorDetail() != nil {
 		st.mu.Unlock()
-		st.staleRequest(ts, "", nonce, req.GetErrorDetail())
+		st.staleRequest(ts, "", nonce, true, req.GetErrorDetail().GetMessage())
 		st.mu.Lock()
 	}
 	if !ts.started {
@@ -388,7 +388,7 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 	} else {
 		ts.sub.resubscribe(subscribe)
 		ts.sub.updateDelta(subscribe, unsubscribe)
-		if len(unsubscribe) > 0 && !ts.sub.wildcard {
+		if len(unsubscribe) > 0 && !st.coversAll(ts) {
 			ts.held = subscribedOnly(ts.held, ts.sub.names)
 			ts.inflight = subscribedOnly(ts.inflight, ts.sub.names)
 		}
@@ -405,6 +405,12 @@ func (st *xdsStream) deltaRequest(req *discovery.DeltaDiscoveryRequest) error {
 	ts.watch = &watch{typ: ts.typ, client: st.client, stream: st, ts: ts, delta: true, initial: nonce == ""}
 	st.env.watcher.watch(ts.watch)
 	return nil
+}
+
+// coversAll: the type's subscription is to everything of it, which only
+// a client other than gRPC has, of a type with a wildcard. st.mu is held.
+func (st *xdsStream) coversAll(ts *typeState) bool {
+	return ts.sub.wildcard && ts.typ >= 0 && st.env.types[ts.typ].Wildcard && !st.grpcClient
 }
 
 // answered applies a request that answers the type's latest response
@@ -433,7 +439,7 @@ func (st *xdsStream) answered(ts *typeState, version, nonce, errText string, rej
 
 // staleRequest handles a request that answers no response of the
 // latest: nothing changes, but a NACK is still counted and logged.
-func (st *xdsStream) staleRequest(ts *typeState, version, nonce string, detail interface{ GetMessage() string }) {
+func (st *xdsStream) staleRequest(ts *typeState, version, nonce string, rejected bool, errText string) {
 	if e := st.env.log; st.env.debugEnabled() {
 		st.mu.Lock()
 		latest := ts.nonce
@@ -441,11 +447,11 @@ func (st *xdsStream) staleRequest(ts *typeState, version, nonce string, detail i
 		e.Debug("xds: ignoring a request whose nonce is not the latest sent for its type", "client", logID(st.nodeIDOf()),
 			"stream", st.key.name(), "type", ts.label, "nonce", truncate(nonce, logIDMax), "latest", latest)
 	}
-	if detail == nil || nonce == "" {
+	if !rejected || nonce == "" {
 		return
 	}
 	st.mu.Lock()
-	st.recordNACK(ts, &NACK{Version: version, Nonce: nonce, Error: detail.GetMessage(), Time: time.Now()})
+	st.recordNACK(ts, &NACK{Version: version, Nonce: nonce, Error: errText, Time: time.Now()})
 	st.mu.Unlock()
 }
 

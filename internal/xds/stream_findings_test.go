@@ -16,6 +16,7 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -229,9 +230,16 @@ func TestLoopPushSendsInOrder(t *testing.T) {
 	for url, n := range nonces {
 		loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: url, ResourceNames: []string{"a"}, ResponseNonce: n})
 	}
-	// The push walks its watches routes first, clusters last.
+	// The push walks its watches routes first, clusters last. An answer
+	// starts no sender: the push kicks once all are pending.
 	for _, url := range []string{resource.RouteType, resource.ListenerType, resource.EndpointType, resource.ClusterType} {
 		f.answer(st.typeState(url).watch, "v2", false)
+		st.mu.Lock()
+		started := st.sending
+		st.mu.Unlock()
+		if started {
+			t.Fatalf("the %s answer started a sender before the push was done", url)
+		}
 	}
 	st.kick()
 	var got []string
@@ -295,8 +303,13 @@ func TestLoopStaleACKLeavesStale(t *testing.T) {
 		t.Fatalf("after the push: %s, want %s", s, Stale)
 	}
 	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce()})
-	if s := status(); s != Stale || f.openCount() != 0 {
-		t.Fatalf("after a stale ACK: %s with %d watches, want %s and none", s, f.openCount(), Stale)
+	if s := status(); s != Stale || f.openCount() != 0 || st.info(nil).NACKs != 0 {
+		t.Fatalf("after a stale ACK: %s with %d watches and %d NACKs, want %s, none and none", s, f.openCount(), st.info(nil).NACKs, Stale)
+	}
+	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r1.GetNonce(),
+		ErrorDetail: &statuspb.Status{Message: "late"}})
+	if s := status(); s != Stale || st.info(nil).NACKs != 1 {
+		t.Fatalf("after a stale NACK: %s with %d NACKs, want %s and one counted", s, st.info(nil).NACKs, Stale)
 	}
 	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNames: []string{"a"}, ResponseNonce: r2.GetNonce()})
 	if s := status(); s != Synced || f.openCount() != 1 {
