@@ -23,7 +23,9 @@
 //	                                       certificate's SPIFFE ID does not entitle it to its node
 //	xds_certificate_expiry_timestamp_seconds{subject,serial}  when the certificate the xDS
 //	                                       port serves new connections expires (--xds-cert)
-//	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
+//	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS; SDS, RTDS
+//	                                       and Envoy's other types by their short name; any other
+//	                                       type URL a client sends is "other", see xdstypes.go)
 //	xds_nacks_total{type}                  responses rejected by clients
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
 //	xds_convergence_acked_seconds{type}    from the change reaching meshpilot to the client's ACK
@@ -152,6 +154,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // ResponseSent implements xds.Observer.
 func (m *Metrics) ResponseSent(typ string, _ bool, sinceChange time.Duration) {
+	typ = typeLabel(typ)
 	m.pushes.WithLabelValues(typ).Inc()
 	if sinceChange > 0 {
 		m.convSent.WithLabelValues(typ).Observe(sinceChange.Seconds())
@@ -161,12 +164,12 @@ func (m *Metrics) ResponseSent(typ string, _ bool, sinceChange time.Duration) {
 // ACKed implements xds.Observer.
 func (m *Metrics) ACKed(typ string, _ bool, sinceChange time.Duration) {
 	if sinceChange > 0 {
-		m.convACKed.WithLabelValues(typ).Observe(sinceChange.Seconds())
+		m.convACKed.WithLabelValues(typeLabel(typ)).Observe(sinceChange.Seconds())
 	}
 }
 
 // NACKed implements xds.Observer.
-func (m *Metrics) NACKed(typ string, _ bool) { m.nacks.WithLabelValues(typ).Inc() }
+func (m *Metrics) NACKed(typ string, _ bool) { m.nacks.WithLabelValues(typeLabel(typ)).Inc() }
 
 // Pushed records one debounced push of events model events that took
 // took to apply.
