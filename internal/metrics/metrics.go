@@ -11,8 +11,10 @@
 //
 //	xds_clients{type}                      connected xDS streams, type "grpc" or "envoy"
 //	xds_refused_streams_total{reason}      new xDS streams refused at once: reason "not_ready"
-//	                                       (model not synced yet, or draining) or "max_clients"
-//	                                       (the replica serves --max-clients streams)
+//	                                       (model not synced yet, or draining), "max_clients"
+//	                                       (the replica serves --max-clients streams) or
+//	                                       "rate_limited" (no turn within a second under
+//	                                       --max-new-streams-per-second)
 //	xds_shed_streams_total                 xDS streams ended (Unavailable) by closing their client's
 //	                                       connection to balance the replicas (--balance)
 //	xds_refused_requests_total             xDS requests beyond the limits (--max-request-names, the
@@ -271,9 +273,10 @@ func (c *labelledFunc) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RefusedStreams is what the refused streams counter reads: new streams
-// refused because the server was not ready (or draining) and because it
-// served its maximum of clients.
-type RefusedStreams func() (notReady, maxClients uint64)
+// refused because the server was not ready (or draining), because it
+// served its maximum of clients, and because they came faster than the
+// rate of new streams it takes.
+type RefusedStreams func() (notReady, maxClients, rateLimited uint64)
 
 // WatchHostileClients adds the counters of requests refused for going
 // beyond the limits and of streams ended by the send timeout, read at
@@ -303,9 +306,9 @@ func (m *Metrics) WatchShedStreams(count func() uint64) {
 func (m *Metrics) WatchRefusedStreams(counts RefusedStreams) {
 	m.registry.MustRegister(&labelledFunc{
 		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "xds", "refused_streams_total"),
-			"New xDS streams refused at once, by reason: not_ready (the model is not synced yet, or the server is draining; Unavailable) or max_clients (the replica serves its --max-clients streams; ResourceExhausted).",
+			"New xDS streams refused at once, by reason: not_ready (the model is not synced yet, or the server is draining; Unavailable), max_clients (the replica serves its --max-clients streams; ResourceExhausted) or rate_limited (more new streams than --max-new-streams-per-second, and no turn within a second; ResourceExhausted).",
 			[]string{"reason"}, nil),
-		kind: prometheus.CounterValue, labels: []string{"not_ready", "max_clients"},
-		values: func() []float64 { n, m := counts(); return []float64{float64(n), float64(m)} },
+		kind: prometheus.CounterValue, labels: []string{"not_ready", "max_clients", "rate_limited"},
+		values: func() []float64 { n, m, r := counts(); return []float64{float64(n), float64(m), float64(r)} },
 	})
 }

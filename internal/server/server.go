@@ -72,6 +72,9 @@ type Options struct {
 	// (xds.Options.MaxRequestNames); xds.DefaultMaxRequestNames when
 	// zero.
 	MaxRequestNames int
+	// MaxNewStreamsPerSecond, when above zero, paces new xDS streams
+	// (xds.Options.MaxNewStreamsPerSecond). Zero means no limit.
+	MaxNewStreamsPerSecond float64
 	// MaxStreamsPerConnection bounds the streams one xDS connection may
 	// have open at once (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS);
 	// DefaultMaxStreamsPerConnection when zero.
@@ -212,12 +215,14 @@ func New(opts Options) (*Server, error) {
 
 		MaxRequestNames:   opts.MaxRequestNames,
 		StreamSendTimeout: opts.StreamSendTimeout,
+
+		MaxNewStreamsPerSecond: opts.MaxNewStreamsPerSecond,
 	})
 	s.metrics.WatchRegistry(s.registrySizes)
 	s.metrics.WatchClients(s.xds.ClientCounts)
-	s.metrics.WatchRefusedStreams(func() (notReady, maxClients uint64) {
+	s.metrics.WatchRefusedStreams(func() (notReady, maxClients, rateLimited uint64) {
 		r := s.xds.RefusedStreams()
-		return r.NotReady, r.MaxClients
+		return r.NotReady, r.MaxClients, r.RateLimited
 	})
 	s.metrics.WatchShedStreams(s.xds.ShedStreams)
 	s.metrics.WatchHostileClients(s.xds.RefusedRequests, s.xds.SendTimeouts)

@@ -121,6 +121,9 @@ func (s *Server) open(ctx context.Context, k streamKey) error {
 		s.refused.notReady.Add(1)
 		return errNotReady
 	}
+	if err := s.admitRate(ctx); err != nil {
+		return err
+	}
 	if !s.tracker.open(k.id, k.delta, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}

@@ -57,6 +57,10 @@ type Options struct {
 	// beyond it is refused at once with ResourceExhausted, so that the
 	// client retries through the Service and reaches another replica.
 	MaxClients int
+	// MaxNewStreamsPerSecond, when above zero, paces new xDS streams: a
+	// stream whose turn does not come within a second is refused with
+	// ResourceExhausted (ratelimit.go).
+	MaxNewStreamsPerSecond float64
 	// MaxRequestNames bounds the resource names of one request (a delta
 	// request's subscribe and unsubscribe lists together, and what a
 	// delta stream subscribes to of a type), MaxNodeBytes the encoded
@@ -104,8 +108,10 @@ type Server struct {
 	prefix string
 	seq    atomic.Uint64
 	nacks  atomic.Uint64
-	// refused counts streams refused at open.
-	refused *refusals
+	// refused counts streams refused at open; newStreams paces them
+	// (nil: no limit).
+	refused    *refusals
+	newStreams *streamRate
 	// limits bound each request; refusedRequests counts those beyond
 	// them and refusedLog says which to log.
 	limits          requestLimits
@@ -150,6 +156,7 @@ func NewServer(opts Options) *Server {
 		watches:     newWatchIndex(),
 		tracker:     newClientTracker(opts.Observer),
 		refused:     &refusals{log: opts.Logger, every: refusalLogEvery},
+		newStreams:  newStreamRate(opts.MaxNewStreamsPerSecond, opts.Logger),
 		limits:      requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
 		refusedLog:  newClientLog(clientLogEvery, clientLogMax),
 		identityLog: newClientLog(clientLogEvery, clientLogMax),
