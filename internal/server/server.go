@@ -200,6 +200,7 @@ func New(opts Options) (*Server, error) {
 	s.xds = xds.NewServer(xds.Options{
 		Discovery:      registry,
 		Workloads:      registry,
+		Inventory:      registry,
 		DomainSuffix:   opts.DomainSuffix,
 		LocalClusterID: opts.ClusterID,
 		Mesh:           opts.Mesh,

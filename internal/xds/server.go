@@ -25,6 +25,10 @@ type Options struct {
 	// Workloads, when set, finds a client's workload by its address, for
 	// what the client does not say about itself (its node, its locality).
 	Workloads model.WorkloadLookup
+	// Inventory, when set, says which namespaces, nodes and clusters
+	// exist: a client naming another is served as one naming none
+	// (facts.go).
+	Inventory model.Inventory
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
 	// LocalClusterID names the cluster meshpilot runs in, which endpoints
@@ -197,6 +201,7 @@ func (s *Server) client(n *core.Node) Client {
 	// One name for the local cluster, so that clients that name it and
 	// clients that do not share what varies by cluster.
 	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
+	s.knownFacts(&c)
 	if s.opts.Workloads == nil || (c.NodeName != "" && c.Locality != (model.Locality{})) {
 		return c
 	}
