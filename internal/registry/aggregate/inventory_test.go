@@ -20,7 +20,8 @@ func (s inventorySource) HasCluster(id string) bool     { return slices.Contains
 
 // TestInventoryOfAnySource: a namespace, node or cluster exists when any
 // source that keeps an inventory knows it; a source that keeps none (a
-// plain store) knows nothing.
+// plain store) knows nothing, and without any source that keeps one
+// every name is taken to exist.
 func TestInventoryOfAnySource(t *testing.T) {
 	local := inventorySource{Store: model.NewStore(), namespaces: []string{"default"}, nodes: []string{"node-1"}}
 	west := inventorySource{Store: model.NewStore(), namespaces: []string{"west-only"}, nodes: []string{"west-1"}, clusters: []string{"west"}}
@@ -38,5 +39,10 @@ func TestInventoryOfAnySource(t *testing.T) {
 	}
 	if inv.HasNamespace("made-up") || inv.HasNode("made-up") || inv.HasCluster("east") {
 		t.Error("a made-up namespace, node or cluster is known")
+	}
+
+	stores, _ := newAggregate(t, nil, nil)
+	if !stores.HasNamespace("any") || !stores.HasNode("any") || !stores.HasCluster("any") {
+		t.Error("without an inventory, a name is taken not to exist")
 	}
 }
