@@ -50,6 +50,8 @@ type serveFlags struct {
 	maxConnAgeGrace    time.Duration
 	maxClients         int
 	maxRequestNames    int
+	maxStreamsPerConn  uint32
+	maxNewStreamsRate  float64
 	streamSendTimeout  time.Duration
 	meshConfig         string
 	systemNamespace    string
@@ -110,6 +112,8 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
 	fl.IntVar(&f.maxClients, "max-clients", 0, "most xDS streams this replica serves; beyond it a new stream is refused at once (RESOURCE_EXHAUSTED) so that the client reconnects to another replica; 0 means no cap")
 	fl.IntVar(&f.maxRequestNames, "max-request-names", xds.DefaultMaxRequestNames, "most resource names one xDS request may carry (a delta request's subscribe and unsubscribe lists together, and what a delta stream subscribes to of one type); a request beyond it ends its stream with INVALID_ARGUMENT (REST: 400), logged once per client")
+	fl.Uint32Var(&f.maxStreamsPerConn, "max-streams-per-connection", server.DefaultMaxStreamsPerConnection, "most xDS streams one client connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a gRPC client waits for one to end before it opens another, a client that opens one anyway has it reset")
+	fl.Float64Var(&f.maxNewStreamsRate, "max-new-streams-per-second", xds.DefaultMaxNewStreamsPerSecond, "most new xDS streams this replica takes a second, evenly paced; a stream that gets no turn within a second is refused (RESOURCE_EXHAUSTED) and its client retries, perhaps on another replica; 0 means no limit")
 	fl.DurationVar(&f.streamSendTimeout, "stream-send-timeout", xds.DefaultStreamSendTimeout, "end an xDS stream whose response cannot be written within this long (its client does not read: flow control is exhausted) with DEADLINE_EXCEEDED, logged with the client and type; until then the server holds at most one response per type for it")
 	fl.BoolVar(&f.balance, "balance", false, "publish this replica's xDS client count in a Lease of --system-namespace (or the Pod's namespace) and shed the clients it holds beyond its fair share (all replicas' clients / live replicas) so that they reconnect to other replicas")
 	fl.Float64Var(&f.balanceTolerance, "balance-tolerance", replicas.DefaultTolerance, "with --balance, how far above the fair share a replica may hold clients before it sheds (0.2: 20 %)")
@@ -155,6 +159,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	if f.maxClients < 0 {
 		return fmt.Errorf("invalid --max-clients %d: use 0 (no cap) or more", f.maxClients)
+	}
+	if !(f.maxNewStreamsRate >= 0) {
+		return fmt.Errorf("invalid --max-new-streams-per-second %v: use 0 (no limit) or more", f.maxNewStreamsRate)
+	}
+	if f.maxStreamsPerConn == 0 {
+		return fmt.Errorf("invalid --max-streams-per-connection 0: use 1 or more")
 	}
 	if f.streamSendTimeout <= 0 {
 		return fmt.Errorf("invalid --stream-send-timeout %v: use a duration above 0", f.streamSendTimeout)
@@ -301,6 +311,10 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Routes:                rs,
 		Consistency:           consistency,
 		Clusters:              clusters,
+
+		// The bounds on what clients may make a replica hold.
+		MaxStreamsPerConnection: f.maxStreamsPerConn,
+		MaxNewStreamsPerSecond:  f.maxNewStreamsRate,
 	})
 	if err != nil {
 		return err

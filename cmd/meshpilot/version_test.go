@@ -47,6 +47,8 @@ func TestFlagErrors(t *testing.T) {
 		`meshpilot: --system-namespace applies to a cluster; with --from the folder is the only source` + "\n": {"serve", "--from", ".", "--system-namespace", "istio-system"},
 		`meshpilot: invalid --max-clients -1: use 0 (no cap) or more` + "\n":                                   {"serve", "--from", ".", "--max-clients", "-1"},
 		`meshpilot: invalid --max-request-names 0: use 1 or more` + "\n":                                       {"serve", "--from", ".", "--max-request-names", "0"},
+		`meshpilot: invalid --max-streams-per-connection 0: use 1 or more` + "\n":                              {"serve", "--from", ".", "--max-streams-per-connection", "0"},
+		`meshpilot: invalid --max-new-streams-per-second -1: use 0 (no limit) or more` + "\n":                  {"serve", "--from", ".", "--max-new-streams-per-second", "-1"},
 		`meshpilot: invalid --balance-interval 0s or --shed-min-age 30s: use durations above 0` + "\n":         {"serve", "--from", ".", "--balance-interval", "0"},
 		`meshpilot: invalid --stream-send-timeout 0s: use a duration above 0` + "\n":                           {"serve", "--from", ".", "--stream-send-timeout", "0"},
 		`meshpilot: reading the mesh config: open /nonexistent/mesh.yaml: no such file or directory` + "\n":    {"serve", "--from", ".", "--mesh-config", "/nonexistent/mesh.yaml"},

@@ -319,7 +319,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--kubeconfig", env.Kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}, cfg.MeshpilotArgs...)
+	args := []string{"serve", "--kubeconfig", env.Kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}
+	if cfg.Meshpilot == "" {
+		// The benchmark measures how fast meshpilot serves its clients
+		// all arriving at once, not the pace --max-new-streams-per-second
+		// sets for a herd (its default would refuse most of --clients
+		// 10000, and a refused client ends the run). A binary given by
+		// --meshpilot may predate the flag: pass it with --meshpilot-arg.
+		args = append(args, "--max-new-streams-per-second=0")
+	}
+	args = append(args, cfg.MeshpilotArgs...)
 	res.MeshpilotArgs = args
 	logPath := cfg.MeshpilotLog
 	if logPath == "" {

@@ -11,8 +11,10 @@
 //
 //	xds_clients{type}                      connected xDS streams, type "grpc" or "envoy"
 //	xds_refused_streams_total{reason}      new xDS streams refused at once: reason "not_ready"
-//	                                       (model not synced yet, or draining) or "max_clients"
-//	                                       (the replica serves --max-clients streams)
+//	                                       (model not synced yet, or draining), "max_clients"
+//	                                       (the replica serves --max-clients streams) or
+//	                                       "rate_limited" (no turn within a second under
+//	                                       --max-new-streams-per-second)
 //	xds_shed_streams_total                 xDS streams ended (Unavailable) by closing their client's
 //	                                       connection to balance the replicas (--balance)
 //	xds_refused_requests_total             xDS requests beyond the limits (--max-request-names, the
@@ -23,7 +25,9 @@
 //	                                       certificate's SPIFFE ID does not entitle it to its node
 //	xds_certificate_expiry_timestamp_seconds{subject,serial}  when the certificate the xDS
 //	                                       port serves new connections expires (--xds-cert)
-//	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS)
+//	xds_pushes_total{type}                 responses sent, by xDS type (LDS, RDS, CDS, EDS; SDS, RTDS
+//	                                       and Envoy's other types by their short name; any other
+//	                                       type URL a client sends is "other", see xdstypes.go)
 //	xds_nacks_total{type}                  responses rejected by clients
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
 //	xds_convergence_acked_seconds{type}    from the change reaching meshpilot to the client's ACK
@@ -152,6 +156,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // ResponseSent implements xds.Observer.
 func (m *Metrics) ResponseSent(typ string, _ bool, sinceChange time.Duration) {
+	typ = typeLabel(typ)
 	m.pushes.WithLabelValues(typ).Inc()
 	if sinceChange > 0 {
 		m.convSent.WithLabelValues(typ).Observe(sinceChange.Seconds())
@@ -161,12 +166,12 @@ func (m *Metrics) ResponseSent(typ string, _ bool, sinceChange time.Duration) {
 // ACKed implements xds.Observer.
 func (m *Metrics) ACKed(typ string, _ bool, sinceChange time.Duration) {
 	if sinceChange > 0 {
-		m.convACKed.WithLabelValues(typ).Observe(sinceChange.Seconds())
+		m.convACKed.WithLabelValues(typeLabel(typ)).Observe(sinceChange.Seconds())
 	}
 }
 
 // NACKed implements xds.Observer.
-func (m *Metrics) NACKed(typ string, _ bool) { m.nacks.WithLabelValues(typ).Inc() }
+func (m *Metrics) NACKed(typ string, _ bool) { m.nacks.WithLabelValues(typeLabel(typ)).Inc() }
 
 // Pushed records one debounced push of events model events that took
 // took to apply.
@@ -268,9 +273,10 @@ func (c *labelledFunc) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RefusedStreams is what the refused streams counter reads: new streams
-// refused because the server was not ready (or draining) and because it
-// served its maximum of clients.
-type RefusedStreams func() (notReady, maxClients uint64)
+// refused because the server was not ready (or draining), because it
+// served its maximum of clients, and because they came faster than the
+// rate of new streams it takes.
+type RefusedStreams func() (notReady, maxClients, rateLimited uint64)
 
 // WatchHostileClients adds the counters of requests refused for going
 // beyond the limits and of streams ended by the send timeout, read at
@@ -300,9 +306,9 @@ func (m *Metrics) WatchShedStreams(count func() uint64) {
 func (m *Metrics) WatchRefusedStreams(counts RefusedStreams) {
 	m.registry.MustRegister(&labelledFunc{
 		desc: prometheus.NewDesc(prometheus.BuildFQName(namespace, "xds", "refused_streams_total"),
-			"New xDS streams refused at once, by reason: not_ready (the model is not synced yet, or the server is draining; Unavailable) or max_clients (the replica serves its --max-clients streams; ResourceExhausted).",
+			"New xDS streams refused at once, by reason: not_ready (the model is not synced yet, or the server is draining; Unavailable), max_clients (the replica serves its --max-clients streams; ResourceExhausted) or rate_limited (more new streams than --max-new-streams-per-second, and no turn within a second; ResourceExhausted).",
 			[]string{"reason"}, nil),
-		kind: prometheus.CounterValue, labels: []string{"not_ready", "max_clients"},
-		values: func() []float64 { n, m := counts(); return []float64{float64(n), float64(m)} },
+		kind: prometheus.CounterValue, labels: []string{"not_ready", "max_clients", "rate_limited"},
+		values: func() []float64 { n, m, r := counts(); return []float64{float64(n), float64(m), float64(r)} },
 	})
 }

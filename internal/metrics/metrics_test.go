@@ -21,7 +21,7 @@ func TestInstancesAreIndependent(t *testing.T) {
 		m.WatchRegistry(func() map[string]Size { return map[string]Size{"Kubernetes": {Services: 3, Endpoints: 7}} })
 		m.WatchClients(func() (int, int) { return 2, 1 })
 	}
-	a.WatchRefusedStreams(func() (uint64, uint64) { return 4, 9 })
+	a.WatchRefusedStreams(func() (uint64, uint64, uint64) { return 4, 9, 3 })
 	a.WatchShedStreams(func() uint64 { return 6 })
 	a.WatchHostileClients(func() uint64 { return 2 }, func() uint64 { return 1 })
 	qa := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -58,6 +58,7 @@ func TestInstancesAreIndependent(t *testing.T) {
 		`meshpilot_xds_clients{type="envoy"} 1`,
 		`meshpilot_xds_refused_streams_total{reason="not_ready"} 4`,
 		`meshpilot_xds_refused_streams_total{reason="max_clients"} 9`,
+		`meshpilot_xds_refused_streams_total{reason="rate_limited"} 3`,
 		`meshpilot_xds_shed_streams_total 6`,
 		`meshpilot_xds_refused_requests_total 2`,
 		`meshpilot_xds_send_timeouts_total 1`,

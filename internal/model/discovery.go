@@ -35,6 +35,23 @@ type WorkloadLookup interface {
 	WorkloadByIP(ip string) *Workload
 }
 
+// Inventory says which namespaces, Kubernetes nodes and clusters exist,
+// so that what a client says about itself can be checked against them:
+// the xDS server serves a client naming a namespace, node or cluster that
+// does not exist as one naming none, so that made-up names cannot each
+// make resources of their own. The Kubernetes registry (its informers'
+// Namespaces and Nodes), the file registry (its folder's) and the
+// aggregate (any of its sources) implement it. Safe for concurrent use.
+type Inventory interface {
+	// HasNamespace reports whether the namespace exists.
+	HasNamespace(name string) bool
+	// HasNode reports whether the Kubernetes node exists, or holds a Pod.
+	HasNode(name string) bool
+	// HasCluster reports whether the registry reads that cluster (a
+	// remote one: the local cluster is always known).
+	HasCluster(id string) bool
+}
+
 // EventKind says what changed.
 type EventKind int
 

@@ -72,6 +72,13 @@ type Options struct {
 	// (xds.Options.MaxRequestNames); xds.DefaultMaxRequestNames when
 	// zero.
 	MaxRequestNames int
+	// MaxNewStreamsPerSecond, when above zero, paces new xDS streams
+	// (xds.Options.MaxNewStreamsPerSecond). Zero means no limit.
+	MaxNewStreamsPerSecond float64
+	// MaxStreamsPerConnection bounds the streams one xDS connection may
+	// have open at once (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS);
+	// DefaultMaxStreamsPerConnection when zero.
+	MaxStreamsPerConnection uint32
 	// StreamSendTimeout ends an xDS stream whose response cannot be
 	// written within it (xds.Options.StreamSendTimeout);
 	// xds.DefaultStreamSendTimeout when zero.
@@ -133,6 +140,21 @@ type PolicySource interface {
 // MaxConnectionAge when Options give no grace.
 const DefaultMaxConnectionAgeGrace = 10 * time.Second
 
+// DefaultMaxStreamsPerConnection is how many streams one xDS connection
+// may have open at once when Options give no other figure. A client
+// needs one: grpc-go's xDS client opens one ADS stream per xDS server,
+// Envoy one ADS stream (or one per type, five or six, without ADS); a
+// process with several xDS channel targets, or meshbench's ten clients to
+// a connection, a few more. 100 leaves ample room for those and is the
+// least HTTP/2 recommends a server allow (RFC 9113, 6.5.2), while one
+// connection can no longer hold tens of thousands of streams (20 000 of
+// them on one connection held 290 MB): the streams of a process are
+// bounded by its connections, and those by --max-clients. grpc-go waits
+// for a stream of the connection to end before it opens another beyond
+// the limit; a client that opens one anyway has it reset
+// (REFUSED_STREAM).
+const DefaultMaxStreamsPerConnection = 100
+
 // Server is a running meshpilot. Its addresses are known once New returns
 // (listeners are bound there), so callers may pass ":0".
 type Server struct {
@@ -178,6 +200,7 @@ func New(opts Options) (*Server, error) {
 	s.xds = xds.NewServer(xds.Options{
 		Discovery:      registry,
 		Workloads:      registry,
+		Inventory:      registry,
 		DomainSuffix:   opts.DomainSuffix,
 		LocalClusterID: opts.ClusterID,
 		Mesh:           opts.Mesh,
@@ -193,12 +216,14 @@ func New(opts Options) (*Server, error) {
 
 		MaxRequestNames:   opts.MaxRequestNames,
 		StreamSendTimeout: opts.StreamSendTimeout,
+
+		MaxNewStreamsPerSecond: opts.MaxNewStreamsPerSecond,
 	})
 	s.metrics.WatchRegistry(s.registrySizes)
 	s.metrics.WatchClients(s.xds.ClientCounts)
-	s.metrics.WatchRefusedStreams(func() (notReady, maxClients uint64) {
+	s.metrics.WatchRefusedStreams(func() (notReady, maxClients, rateLimited uint64) {
 		r := s.xds.RefusedStreams()
-		return r.NotReady, r.MaxClients
+		return r.NotReady, r.MaxClients, r.RateLimited
 	})
 	s.metrics.WatchShedStreams(s.xds.ShedStreams)
 	s.metrics.WatchHostileClients(s.xds.RefusedRequests, s.xds.SendTimeouts)
@@ -216,7 +241,7 @@ func New(opts Options) (*Server, error) {
 	}
 
 	grpcOpts := []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(100000),
+		grpc.MaxConcurrentStreams(cmp.Or(opts.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	}
 	// The receive limit and windows, and small per-connection buffers

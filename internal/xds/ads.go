@@ -139,6 +139,9 @@ func (s *Server) open(ctx context.Context, st *xdsStream) error {
 		s.refused.notReady.Add(1)
 		return errNotReady
 	}
+	if err := s.admitRate(ctx); err != nil {
+		return err
+	}
 	if !s.streams.add(st, s.opts.MaxClients) {
 		return s.refused.overCap(s.opts.MaxClients)
 	}

@@ -28,7 +28,7 @@ const refusalLogEvery = 10 * time.Second
 
 // RefusedStreams counts the streams refused at open, by reason.
 type RefusedStreams struct {
-	NotReady, MaxClients uint64
+	NotReady, MaxClients, RateLimited uint64
 }
 
 // refusals counts refused streams and logs them, at most once per
@@ -38,6 +38,8 @@ type refusals struct {
 	every      time.Duration
 	notReady   atomic.Uint64
 	maxClients atomic.Uint64
+	// rateLimited: RefusedRateLimited (ratelimit.go).
+	rateLimited atomic.Uint64
 
 	mu       sync.Mutex // guards lastLog and unlogged
 	lastLog  time.Time
@@ -45,7 +47,7 @@ type refusals struct {
 }
 
 func (r *refusals) counts() RefusedStreams {
-	return RefusedStreams{NotReady: r.notReady.Load(), MaxClients: r.maxClients.Load()}
+	return RefusedStreams{NotReady: r.notReady.Load(), MaxClients: r.maxClients.Load(), RateLimited: r.rateLimited.Load()}
 }
 
 // overCap counts one stream refused by the cap and logs, unless a line

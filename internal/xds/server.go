@@ -26,6 +26,10 @@ type Options struct {
 	// Workloads, when set, finds a client's workload by its address, for
 	// what the client does not say about itself (its node, its locality).
 	Workloads model.WorkloadLookup
+	// Inventory, when set, says which namespaces, nodes and clusters
+	// exist: a client naming another is served as one naming none
+	// (facts.go).
+	Inventory model.Inventory
 	// DomainSuffix is the cluster domain; "cluster.local" when empty.
 	DomainSuffix string
 	// LocalClusterID names the cluster meshpilot runs in, which endpoints
@@ -58,6 +62,10 @@ type Options struct {
 	// beyond it is refused at once with ResourceExhausted, so that the
 	// client retries through the Service and reaches another replica.
 	MaxClients int
+	// MaxNewStreamsPerSecond, when above zero, paces new xDS streams: a
+	// stream whose turn does not come within a second is refused with
+	// ResourceExhausted (ratelimit.go).
+	MaxNewStreamsPerSecond float64
 	// MaxRequestNames bounds the resource names of one request (a delta
 	// request's subscribe and unsubscribe lists together, and what a
 	// delta stream subscribes to of a type), MaxNodeBytes the encoded
@@ -109,8 +117,10 @@ type Server struct {
 	nacks  atomic.Uint64
 	// nackLog says which NACKs to log: one line per client and interval.
 	nackLog *clientLog
-	// refused counts streams refused at open.
-	refused *refusals
+	// refused counts streams refused at open; newStreams paces them
+	// (nil: no limit).
+	refused    *refusals
+	newStreams *streamRate
 	// limits bound each request; refusedRequests counts those beyond
 	// them and refusedLog says which to log.
 	limits          requestLimits
@@ -160,6 +170,7 @@ func newServer(opts Options, gens []translate.Generator) *Server {
 		watches:     newWatchIndex(),
 		nackLog:     newClientLog(clientLogEvery, clientLogMax),
 		refused:     &refusals{log: opts.Logger, every: refusalLogEvery},
+		newStreams:  newStreamRate(opts.MaxNewStreamsPerSecond, opts.Logger),
 		limits:      requestLimits{names: opts.MaxRequestNames, nodeBytes: opts.MaxNodeBytes}.withDefaults(),
 		refusedLog:  newClientLog(clientLogEvery, clientLogMax),
 		identityLog: newClientLog(clientLogEvery, clientLogMax),
@@ -211,6 +222,7 @@ func (s *Server) client(n *core.Node) translate.Client {
 	// One name for the local cluster, so that clients that name it and
 	// clients that do not share what varies by cluster.
 	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
+	s.knownFacts(&c)
 	if s.opts.Workloads == nil || (c.NodeName != "" && c.Locality != (model.Locality{})) {
 		return c
 	}

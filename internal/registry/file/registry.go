@@ -107,6 +107,7 @@ type view struct {
 	services   map[string]*corev1.Service // "<namespace>/<name>"
 	slices     map[string][]*discoveryv1.EndpointSlice
 	pods       map[string]*kubeconv.PodInfo // "<namespace>/<name>"
+	podNodes   map[string]bool              // the nodes Pods and endpoints are on
 	podsByIP   map[string][]*kubeconv.PodInfo
 	nodes      map[string]*corev1.Node
 	// istio holds the Istio objects by kind and "<namespace>/<name>".
@@ -374,7 +375,10 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 	// cluster, and a slice's Service too, which a cluster does not ask
 	// but without which the slice would serve nothing. A file whose new
 	// content refers to nothing keeps its last good content.
-	namespaces := map[string]bool{"default": true, "kube-system": true, "kube-public": true, "kube-node-lease": true}
+	namespaces := map[string]bool{}
+	for _, ns := range builtinNamespaces {
+		namespaces[ns] = true
+	}
 	services := map[string]bool{}
 	for _, path := range order {
 		for _, o := range candidate[path] {
@@ -427,6 +431,7 @@ func (r *Registry) compose(order []string) map[string][]Problem {
 		services:   map[string]*corev1.Service{},
 		slices:     map[string][]*discoveryv1.EndpointSlice{},
 		pods:       map[string]*kubeconv.PodInfo{},
+		podNodes:   map[string]bool{},
 		podsByIP:   map[string][]*kubeconv.PodInfo{},
 		nodes:      map[string]*corev1.Node{},
 		istio:      map[crd.Kind]map[string]*Object{},
@@ -466,6 +471,11 @@ func (v *view) add(o *Object) {
 	case *discoveryv1.EndpointSlice:
 		key := obj.Namespace + "/" + obj.Labels[discoveryv1.LabelServiceName]
 		v.slices[key] = append(v.slices[key], obj)
+		for _, ep := range obj.Endpoints {
+			if ep.NodeName != nil && *ep.NodeName != "" {
+				v.podNodes[*ep.NodeName] = true
+			}
+		}
 	case *corev1.Node:
 		v.nodes[obj.Name] = obj
 	default:
@@ -489,6 +499,9 @@ func (v *view) addPod(pod *corev1.Pod) {
 	}
 	info := kubeconv.NewPodInfo(pod)
 	v.pods[pod.Namespace+"/"+pod.Name] = info
+	if info.NodeName != "" {
+		v.podNodes[info.NodeName] = true
+	}
 	for _, ip := range info.IPs {
 		v.podsByIP[ip] = append(v.podsByIP[ip], info)
 	}
