@@ -139,7 +139,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.StringVar(&cfg.MeshpilotLog, "meshpilot-log", "", "keep meshpilot's output in this file (default: kept only when the run fails)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "save meshpilot's heap profiles after each phase and CPU profiles of convergence and churn into this folder (needs its /debug/pprof/; heap profiles force a GC, so take memory figures from runs without it)")
 	f.StringVar(&jsonPath, "json", "", "write every figure as JSON to this file")
-	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the whole run after this")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the run after this (the build of meshpilot not counted)")
 	f.DurationVar(&cfg.MissTimeout, "miss-timeout", cfg.MissTimeout, "a change not seen by a client within this is a miss")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between convergence and churn, so that churn starts after meshpilot's push of its initial sync")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "API writes in flight while writing the workload")

@@ -72,7 +72,9 @@ type Config struct {
 	// Settle is the pause between convergence and churn, and between
 	// churn and route churn.
 	Settle time.Duration `json:"settle_ns"`
-	// Timeout bounds the whole run, not counting Soak.
+	// Timeout bounds the run once meshpilot is built, not counting Soak:
+	// the build is bounded by Run's context alone, since how long it takes
+	// says nothing about meshpilot and a busy machine takes minutes.
 	Timeout time.Duration `json:"timeout_ns"`
 	// Soak, when positive, replaces churn: after convergence, endpoints,
 	// clients and services change for this long at Rate while meshpilot's
@@ -197,8 +199,6 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout+cfg.Soak, fmt.Errorf("the run took longer than --timeout %s (plus --soak)", cfg.Timeout))
-	defer cancel()
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
@@ -239,6 +239,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.MeshpilotBuild = releaseBuild.name
 	}
 	res.Meshpilot = bin
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout+cfg.Soak, fmt.Errorf("the run took longer than --timeout %s (plus --soak)", cfg.Timeout))
+	defer cancel()
 
 	env := cfg.Env
 	if env == nil {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 var env *testenv.Env
@@ -46,9 +47,9 @@ func runSmall(t *testing.T, cfg Config) (*Result, *bytes.Buffer) {
 	t.Helper()
 	var log bytes.Buffer
 	cfg.Log = &log
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, cfg)
+	// The build of meshpilot is bounded by the test's deadline alone;
+	// cfg.Timeout bounds what follows it.
+	res, err := Run(testutil.Context(t), cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, log.String())
 	}

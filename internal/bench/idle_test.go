@@ -2,12 +2,13 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 func TestMedianOf(t *testing.T) {
@@ -49,10 +50,9 @@ func TestDropPageCache(t *testing.T) {
 // both builds are made, serve becomes ready twice from each, and its
 // memory is read; the summary has a row per build.
 func TestIdle(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	var log bytes.Buffer
-	res, err := Idle(ctx, IdleConfig{Runs: 2, Settle: 100 * time.Millisecond, Log: &log, Env: env})
+	// Two builds of meshpilot, bounded by the test's deadline alone.
+	res, err := Idle(testutil.Context(t), IdleConfig{Runs: 2, Settle: 100 * time.Millisecond, Log: &log, Env: env})
 	if err != nil {
 		t.Fatalf("idle: %v\n%s", err, log.String())
 	}

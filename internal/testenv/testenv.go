@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ func buildTools(script string, bins ...string) (string, error) {
 		return "", fmt.Errorf("testenv: creating the cache folder: %w", err)
 	}
 	lock := flock.New(filepath.Join(cache, "build.lock"))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := buildContext()
 	defer cancel()
 	if ok, err := lock.TryLockContext(ctx, time.Second); err != nil || !ok {
 		return "", fmt.Errorf("testenv: waiting for the lock on %s: %v", lock.Path(), err)
@@ -107,6 +108,9 @@ func buildTools(script string, bins ...string) (string, error) {
 	defer lock.Unlock()
 
 	cmd := exec.CommandContext(ctx, "bash", script)
+	// The script's go build runs in its process group, which ends with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -120,6 +124,26 @@ func buildTools(script string, bins ...string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// started is when this process started, near enough: go test's -timeout
+// counts from then.
+var started = time.Now()
+
+// buildContext bounds the build of the test binaries by the test run's
+// deadline (go test's -timeout, as the test binary's -test.timeout flag
+// says), not by a limit of its own: kube-apiserver takes about 5 minutes
+// on 2 idle cores and as long as it takes on a busy machine. Outside a
+// test binary, or with -timeout 0, nothing bounds it.
+func buildContext() (context.Context, context.CancelFunc) {
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if d, ok := g.Get().(time.Duration); ok && d > 0 {
+				return context.WithDeadline(context.Background(), started.Add(d))
+			}
+		}
+	}
+	return context.WithCancel(context.Background())
 }
 
 // Options change how the API server runs.

@@ -70,6 +70,39 @@ func BuildCommand(t testing.TB, name string) string {
 	return b.path
 }
 
+// deadlineMargin is how long before go test's -timeout Context and
+// UntilDeadline end, so that what waits on them fails with its own
+// message and output rather than the timeout's panic.
+const deadlineMargin = time.Minute
+
+// Context returns a context that ends shortly before the test's deadline
+// (go test -timeout), or when the test ends: the bound of work whose
+// length says nothing about the code under test, a build above all, which
+// takes minutes on a busy machine. It has no limit of its own.
+func Context(t testing.TB) context.Context {
+	ctx := t.Context()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline.Add(-deadlineMargin))
+			t.Cleanup(cancel)
+		}
+	}
+	return ctx
+}
+
+// UntilDeadline is how long the test may still wait: until shortly
+// before its deadline (go test -timeout), or a day without one. See
+// Context.
+func UntilDeadline(t testing.TB) time.Duration {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			return max(time.Until(deadline.Add(-deadlineMargin)), 0)
+		}
+	}
+	return 24 * time.Hour
+}
+
 // Buffer collects output; it may be read while it is written.
 type Buffer struct {
 	mu  sync.Mutex // guards buf

@@ -286,6 +286,15 @@ func TestWaitForSaysWhatIsHeld(t *testing.T) {
 	o.AutoACK, o.Wait = true, 200*time.Millisecond
 	c := xdstest.Dial(tb, s.addr, o)
 	c.Subscribe(cds, reviews, "outbound|1||nosuch.default.svc.cluster.local")
+	// The failure must say what the client holds: wait for it first, as
+	// long as any test waits. The 200 ms are only for the cluster that
+	// never comes, and on a busy machine the first response alone may
+	// take longer.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := c.Await(ctx, func() bool { return slices.Equal(c.Names(cds), []string{reviews}) }); err != nil {
+		t.Fatalf("the client never held %s alone: %v; holds %q", reviews, err, c.Names(cds))
+	}
 	got := failure(tb, func() { c.WaitFor(cds, reviews, "outbound|1||nosuch.default.svc.cluster.local") })
 	for _, want := range []string{
 		`client "waiter"`, "not within 200ms", "CDS",

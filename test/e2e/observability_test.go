@@ -525,14 +525,17 @@ func httpStatus(t *testing.T, u string) int {
 }
 
 // TestShutdownDrainsStreams: once shutdown begins, readiness fails and new
-// streams are refused, open streams still get changes until the drain
-// ends, then they are closed and Run returns.
+// streams are refused, open streams still get changes while the drain
+// lasts, and it ends as soon as they are gone; Run then returns. The
+// drain lasts longer than the test may run, so that nothing here races
+// its end on a busy machine; TestServeDrainsOnSIGTERM shows the streams
+// still open at its end closed.
 func TestShutdownDrainsStreams(t *testing.T) {
 	ns := env.Namespace(t, nil)
 	bs := grpctest.StartBackends(t, "127.0.0.33", "127.0.0.34")
 	createService(t, ns, "drain", 7070)
 	writeZonedSlice(t, ns, "drain", "z", bs[:1])
-	const drain = 5 * time.Second
+	const drain = time.Hour
 	srv := startObserved(t, ns, server.Options{DrainDuration: drain, Debounce: push.Options{LeadingEdge: true}})
 	cluster := "outbound|7070||drain." + ns + ".svc.cluster.local"
 
@@ -540,7 +543,6 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	open.Subscribe(resource.EndpointType, cluster)
 	open.ACK(open.Next())
 
-	began := time.Now()
 	srv.stop()
 	testutil.AwaitHTTP(t, "http://"+srv.HTTPAddr()+"/readyz", http.StatusServiceUnavailable)
 
@@ -556,13 +558,8 @@ func TestShutdownDrainsStreams(t *testing.T) {
 		t.Fatalf("push while draining: %d resources", len(r.Resources))
 	}
 
-	err := open.ExpectEnd(drain + grpctest.Wait)
-	if took := time.Since(began); took < drain {
-		t.Fatalf("the stream was closed after %v, before the drain of %v ended", took, drain)
-	}
-	if err == nil {
-		t.Fatal("the stream ended without an error")
-	}
+	// The last stream goes: the drain ends long before its hour.
+	open.Close()
 	if err := srv.wait(t, grpctest.Wait); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

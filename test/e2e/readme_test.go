@@ -208,8 +208,28 @@ func startReadme(t *testing.T, c testutil.ReadmeCommand, dir string, env ...stri
 	}
 	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
+	prebuild(t, c, dir, cmd.Env)
 	t.Logf("%s$ %s", dir, c.Text)
 	return testutil.Start(t, cmd)
+}
+
+// prebuild builds the program of a "go run" command first, bounded by the
+// test's deadline alone, with "go run -exec true": go run keeps the
+// executables it builds in go's cache, so the command as written then
+// finds its program built and starts it at once. The waits on what the
+// command does thus time the program, never a build, which takes minutes
+// on a busy machine.
+func prebuild(t *testing.T, c testutil.ReadmeCommand, dir string, env []string) {
+	t.Helper()
+	f := strings.Fields(c.Line)
+	if len(f) < 3 || f[0] != "go" || f[1] != "run" || strings.HasPrefix(f[2], "-") {
+		return
+	}
+	cmd := exec.CommandContext(testutil.Context(t), "go", "run", "-exec", "true", f[2])
+	cmd.Dir, cmd.Env = dir, env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s for %q: %v\n%s", f[2], c.Line, err, out)
+	}
 }
 
 // runReadme runs a README command to its end and returns its output; it
@@ -485,7 +505,9 @@ func readBootstrap(t *testing.T, dir string) bootstrapDoc {
 // are not the test's business.
 func runBenchmarks(t *testing.T, cmds []testutil.ReadmeCommand) {
 	bench := cmds[0]
-	out := runReadme(t, bench, testutil.RepoRoot(t), 10*time.Minute, "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -benchtime=1x"))
+	// go test builds three test binaries first: the test's deadline alone
+	// bounds the command.
+	out := runReadme(t, bench, testutil.RepoRoot(t), testutil.UntilDeadline(t), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -benchtime=1x"))
 	for _, arg := range strings.Fields(bench.Line) {
 		if !strings.HasPrefix(arg, "./") {
 			continue

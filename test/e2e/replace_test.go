@@ -2,15 +2,24 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
+	"github.com/meshpilot/meshpilot/internal/registry/kube"
 	"github.com/meshpilot/meshpilot/internal/server"
+	"github.com/meshpilot/meshpilot/internal/testenv"
 )
 
 // TestReplaceIsNotADeletion: a Service or EndpointSlice deleted and
@@ -26,14 +35,25 @@ func TestReplaceIsNotADeletion(t *testing.T) {
 	writeSlice(t, ns, "replaced", bs)
 	// A replace is two writes (three or four with the slice), each a round
 	// trip to the API server followed by the watch, the work queue and the
-	// rebuild; on a loaded 2-core machine one of them can take a few
-	// hundred milliseconds. A window of 1s keeps them in one window every
-	// time; DebounceMax above it lets the removals of a replace with its
-	// slice hold the push for the whole chain.
+	// rebuild: on a busy machine the chain outlasted a window of 1s. So the
+	// debouncer's clock stands still from the first write until meshpilot
+	// has seen the last one through (heldClock): the replace falls within
+	// one window however long it takes. A debouncer that pushed the
+	// removal at once would still fail the test: the leading edge is open
+	// when the replace begins.
 	const window = time.Second
-	srv := startObserved(t, ns, server.Options{Debounce: push.Options{
-		LeadingEdge: true, DebounceAfter: window, DebounceMax: 3 * window,
-	}})
+	clock := &heldClock{}
+	probe := newRegistryProbe()
+	reg, err := kube.New(env.API, kube.Options{Namespaces: []string{ns}, Logger: slog.New(slog.DiscardHandler),
+		QueueMetrics: probe, OnInformerEvent: probe.informerEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := model.ServiceHostname("replaced", ns, model.DefaultDomainSuffix)
+	srv := startObserved(t, ns, server.Options{
+		Sources:  []aggregate.Source{{Name: "kubernetes", Controller: reg}},
+		Debounce: push.Options{LeadingEdge: true, DebounceAfter: window, DebounceMax: 3 * window, Clock: clock},
+	})
 	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///replaced:7070",
 		grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
 	grpctest.AwaitSpread(t, cc, bs...)
@@ -52,17 +72,31 @@ func TestReplaceIsNotADeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// replaced runs a replace while RPCs flow, then waits until the client
-	// has a later change (so every push the replace caused has reached it)
-	// and checks that no RPC failed.
-	replaced := func(t *testing.T, replace func(t *testing.T)) {
+	// replaced runs a replace of writes writes while RPCs flow, then waits
+	// until the client has a later change (so every push the replace
+	// caused has reached it) and checks that no RPC failed.
+	replaced := func(t *testing.T, writes int64, replace func(t *testing.T)) {
 		t.Helper()
 		// Let the window of the previous push pass, so that the delete
 		// opens a new one: with the leading edge open, a deletion used to
 		// be pushed at once.
 		time.Sleep(window)
 		rpcs := startRPCs(cc)
+		clock.hold()
+		from := probe.informerEvents()
 		replace(t)
+		// Meshpilot has seen the replace through once its informers have
+		// handed over every write, its work queue is idle and its model
+		// holds the service with both endpoints: every rebuild from then
+		// on reads the replaced objects, and what was pushed or is due
+		// reads the model as it is.
+		testenv.Eventually(t, "the replace seen through", func() (bool, string) {
+			n, pending := probe.informerEvents()-from, probe.pending.Load()
+			eps := reg.Endpoints(host, 7070, nil)
+			return n >= writes && pending == 0 && reg.GetService(host) != nil && len(eps) == 2,
+				fmt.Sprintf("%d of %d writes handed over, %d keys queued or in work, %d endpoints", n, writes, pending, len(eps))
+		})
+		clock.release()
 		writeSlice(t, ns, "replaced", bs, bs[1])
 		grpctest.AwaitSpread(t, cc, bs[0])
 		rpcs.checkAllSucceeded(t)
@@ -74,7 +108,7 @@ func TestReplaceIsNotADeletion(t *testing.T) {
 		// As in a cluster: the garbage collector deletes the slice of a
 		// deleted Service, and the EndpointSlice controller writes a new
 		// one after the Service is created again.
-		replaced(t, func(t *testing.T) {
+		replaced(t, 4, func(t *testing.T) {
 			deleteService(t)
 			deleteSlice(t)
 			createService(t, ns, "replaced", 7070)
@@ -82,13 +116,13 @@ func TestReplaceIsNotADeletion(t *testing.T) {
 		})
 	})
 	t.Run("the Service alone replaced", func(t *testing.T) {
-		replaced(t, func(t *testing.T) {
+		replaced(t, 2, func(t *testing.T) {
 			deleteService(t)
 			createService(t, ns, "replaced", 7070)
 		})
 	})
 	t.Run("the EndpointSlice replaced", func(t *testing.T) {
-		replaced(t, func(t *testing.T) {
+		replaced(t, 2, func(t *testing.T) {
 			deleteSlice(t)
 			writeSlice(t, ns, "replaced", bs)
 		})
@@ -147,3 +181,97 @@ func (l *rpcLoop) checkAllSucceeded(t *testing.T) {
 	}
 	t.Logf("all %d RPCs succeeded", l.ok)
 }
+
+// heldClock is the debouncer's clock in TestReplaceIsNotADeletion: the
+// system's, except that it stands still while held, so that no debounce
+// deadline passes then. Its timers are the system's: one that fires while
+// the clock stands still finds nothing due, and the debouncer arms it
+// again; once released, the clock jumps to the system's time and what is
+// due goes out.
+type heldClock struct {
+	mu sync.Mutex // guards at
+	at time.Time  // the time it stands at while held; zero otherwise
+}
+
+func (c *heldClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() {
+		return c.at
+	}
+	return time.Now()
+}
+
+func (c *heldClock) hold() {
+	c.mu.Lock()
+	c.at = time.Now()
+	c.mu.Unlock()
+}
+
+func (c *heldClock) release() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+func (c *heldClock) NewTimer() push.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return systemTimer{t}
+}
+
+type systemTimer struct{ t *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time   { return t.t.C }
+func (t systemTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t systemTimer) Stop()                 { t.t.Stop() }
+
+// registryProbe follows the kube registry of TestReplaceIsNotADeletion:
+// it counts the Service and EndpointSlice events its informers handed
+// over (kube.Options.OnInformerEvent), and, as its work queue's metrics
+// provider, the keys queued and not yet done: the queue counts an add
+// when the key is not already waiting, and a done for each key a worker
+// got.
+type registryProbe struct {
+	informer atomic.Int64
+	pending  atomic.Int64
+}
+
+func newRegistryProbe() *registryProbe { return &registryProbe{} }
+
+func (p *registryProbe) informerEvent(kind, _ string) {
+	if kind == kube.KindService || kind == kube.KindEndpointSlice {
+		p.informer.Add(1)
+	}
+}
+
+func (p *registryProbe) informerEvents() int64 { return p.informer.Load() }
+
+func (p *registryProbe) NewDepthMetric(string) workqueue.GaugeMetric { return noMetric{} }
+func (p *registryProbe) NewAddsMetric(string) workqueue.CounterMetric {
+	return countMetric{func() { p.pending.Add(1) }}
+}
+func (p *registryProbe) NewLatencyMetric(string) workqueue.HistogramMetric { return noMetric{} }
+func (p *registryProbe) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return countMetric{func() { p.pending.Add(-1) }}
+}
+func (p *registryProbe) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (p *registryProbe) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (p *registryProbe) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
+
+type noMetric struct{}
+
+func (noMetric) Inc()            {}
+func (noMetric) Dec()            {}
+func (noMetric) Set(float64)     {}
+func (noMetric) Observe(float64) {}
+
+// countMetric calls f on Inc or Observe.
+type countMetric struct{ f func() }
+
+func (m countMetric) Inc()            { m.f() }
+func (m countMetric) Observe(float64) { m.f() }

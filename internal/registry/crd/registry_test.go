@@ -8,13 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	networkingclient "istio.io/client-go/pkg/clientset/versioned/typed/networking/v1"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -41,16 +41,34 @@ func ownAPIServer(t *testing.T) *testenv.Env {
 // notAvailable is the start of the line logged once without the CRDs.
 const notAvailable = "Istio traffic rules are not available"
 
-// events keeps the change events a registry emits.
+// events keeps the change events a registry emits; those of sync points'
+// objects (syncPrefix) are kept apart, in synced.
 type events struct {
-	mu  sync.Mutex // guards got
-	got []Event
+	mu     sync.Mutex // guards got and synced
+	got    []Event
+	synced map[Event]bool
 }
+
+// syncPrefix starts the names of the objects sync points write.
+const syncPrefix = "sync-"
 
 func (e *events) add(ev Event) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if strings.HasPrefix(ev.Name, syncPrefix) {
+		if e.synced == nil {
+			e.synced = map[Event]bool{}
+		}
+		e.synced[ev] = true
+		return
+	}
 	e.got = append(e.got, ev)
-	e.mu.Unlock()
+}
+
+func (e *events) hasSynced(ev Event) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.synced[ev]
 }
 
 // take returns and forgets the events recorded so far for a namespace.
@@ -69,16 +87,61 @@ func (e *events) take(ns string) []Event {
 	return out
 }
 
-// waitEvents waits for exactly the wanted events of ns, in any order, and
-// checks that no other follows within settle.
-func waitEvents(t *testing.T, rec *events, ns string, want ...Event) {
+// syncer writes sync points: one new object of each kind in ns, a
+// namespace every registry of the test watches. A registry's events come
+// in the order of its informers' events, one informer per kind (and
+// namespace), through one work queue with one worker: so once a registry
+// has emitted the events of a sync point's objects, it has emitted every
+// event it owes for what was written before them, of every kind. That is
+// how a test knows that nothing else follows, with no quiet period whose
+// length a busy machine can outlast.
+type syncer struct {
+	net networkingclient.NetworkingV1Interface
+	ns  string
+	n   int
+}
+
+// point writes a sync point and waits until rec has its events.
+func (s *syncer) point(t *testing.T, rec *events) {
+	t.Helper()
+	s.n++
+	name := fmt.Sprintf("%s%d", syncPrefix, s.n)
+	dr, vs, se, we := objects(s.ns, name)
+	ctx := t.Context()
+	if _, err := s.net.DestinationRules(s.ns).Create(ctx, dr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.net.VirtualServices(s.ns).Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.net.ServiceEntries(s.ns).Create(ctx, se, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.net.WorkloadEntries(s.ns).Create(ctx, we, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the events of sync point "+name, func() (bool, string) {
+		for _, k := range kinds {
+			if ev := (Event{Kind: k.kind, Namespace: s.ns, Name: name}); !rec.hasSynced(ev) {
+				return false, "no " + ev.String()
+			}
+		}
+		return true, ""
+	})
+}
+
+// waitEvents waits for the wanted events of ns, in any order, then for a
+// sync point, and checks that the events of ns before it are exactly the
+// wanted ones: a late duplicate, or an event for a write that should have
+// caused none, comes before the sync point's.
+func waitEvents(t *testing.T, s *syncer, rec *events, ns string, want ...Event) {
 	t.Helper()
 	var got []Event
 	testenv.Eventually(t, fmt.Sprintf("events %v", want), func() (bool, string) {
 		got = append(got, rec.take(ns)...)
 		return len(got) >= len(want), fmt.Sprintf("got %v", got)
 	})
-	time.Sleep(settle) // a late duplicate would come within milliseconds
+	s.point(t, rec)
 	got = append(got, rec.take(ns)...)
 	cmpEvent := func(a, b Event) int { return strings.Compare(a.String(), b.String()) }
 	slices.SortFunc(got, cmpEvent)
@@ -88,9 +151,6 @@ func waitEvents(t *testing.T, rec *events, ns string, want ...Event) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
 }
-
-// settle is how long a test waits to see that no further event follows.
-const settle = 500 * time.Millisecond
 
 func startRegistry(t *testing.T, env *testenv.Env, opts Options) (*Registry, *events) {
 	t.Helper()
@@ -180,6 +240,8 @@ func TestLateInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	net := istio.NetworkingV1()
+	// Both registries watch nsA.
+	sp := &syncer{net: net, ns: nsA}
 	create := func(ns string) {
 		t.Helper()
 		dr, vs, se, we := objects(ns, "reviews")
@@ -205,10 +267,10 @@ func TestLateInstall(t *testing.T) {
 	}
 	create(nsA)
 	create(nsB)
-	waitEvents(t, allEvents, nsA, eventsOf(nsA)...)
-	waitEvents(t, allEvents, nsB, eventsOf(nsB)...)
-	waitEvents(t, scopedEvents, nsA, eventsOf(nsA)...)
-	waitEvents(t, scopedEvents, nsB)
+	waitEvents(t, sp, allEvents, nsA, eventsOf(nsA)...)
+	waitEvents(t, sp, allEvents, nsB, eventsOf(nsB)...)
+	waitEvents(t, sp, scopedEvents, nsA, eventsOf(nsA)...)
+	waitEvents(t, sp, scopedEvents, nsB)
 
 	dr := all.DestinationRule(nsA, "reviews")
 	if dr == nil || dr.Spec.GetHost() != "reviews" || len(dr.Spec.GetSubsets()) != 1 {
@@ -229,7 +291,7 @@ func TestLateInstall(t *testing.T) {
 	names := func(objs []metav1.Object) []string {
 		var out []string
 		for _, o := range objs {
-			if o.GetNamespace() == nsA || o.GetNamespace() == nsB {
+			if (o.GetNamespace() == nsA || o.GetNamespace() == nsB) && o.GetName() == "reviews" {
 				out = append(out, o.GetNamespace())
 			}
 		}
@@ -268,7 +330,7 @@ func TestLateInstall(t *testing.T) {
 	if _, err := net.VirtualServices(nsA).Update(ctx, vs, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents(t, allEvents, nsA, Event{VirtualService, nsA, "reviews"})
+	waitEvents(t, sp, allEvents, nsA, Event{VirtualService, nsA, "reviews"})
 	if got := all.VirtualService(nsA, "reviews").Spec.GetHosts(); !slices.Equal(got, []string{"reviews", "ratings"}) {
 		t.Fatalf("VirtualService hosts after the update = %v", got)
 	}
@@ -280,8 +342,8 @@ func TestLateInstall(t *testing.T) {
 	if err := net.WorkloadEntries(nsA).Delete(ctx, "reviews", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents(t, allEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"})
-	waitEvents(t, scopedEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"}, Event{VirtualService, nsA, "reviews"})
+	waitEvents(t, sp, allEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"})
+	waitEvents(t, sp, scopedEvents, nsA, Event{DestinationRule, nsA, "reviews"}, Event{WorkloadEntry, nsA, "reviews"}, Event{VirtualService, nsA, "reviews"})
 	if all.DestinationRule(nsA, "reviews") != nil || all.WorkloadEntry(nsA, "reviews") != nil {
 		t.Fatal("deleted objects still read")
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,52 +24,30 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 const waitTimeout = 20 * time.Second
 
-// recorder keeps the change events a controller emits.
-type recorder struct {
-	mu     sync.Mutex
-	events []model.Event
-}
-
-func (r *recorder) add(ev model.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	r.mu.Unlock()
-}
-
-// take returns and forgets the events recorded so far for a namespace.
-func (r *recorder) take(namespace string) []model.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out, rest []model.Event
-	for _, ev := range r.events {
-		if ev.Namespace == namespace {
-			out = append(out, ev)
-		} else {
-			rest = append(rest, ev)
-		}
-	}
-	r.events = rest
-	return out
-}
-
+// startController starts a controller on the package's API server with
+// a recorder of its events, whose sync points go into the first of
+// opts.Namespaces.
 func startController(t *testing.T, opts Options) (*Controller, *recorder) {
 	t.Helper()
-	c, err := New(env.API, opts)
+	rec := newRecorder(env.Client, "")
+	if len(opts.Namespaces) > 0 {
+		rec.syncNS = opts.Namespaces[0]
+	}
+	c, err := New(env.API, rec.instrument(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, runController(t, c)
+	runController(t, c, rec)
+	return c, rec
 }
 
-// runController runs c until the test ends, recording its events, and
-// waits until it has synced.
-func runController(t *testing.T, c *Controller) *recorder {
+// runController runs c until the test ends, recording its events in rec,
+// and waits until it has synced.
+func runController(t *testing.T, c *Controller, rec *recorder) {
 	t.Helper()
-	rec := &recorder{}
 	c.AppendEventHandler(rec.add)
 	runUntilEnd(t, "Run", c.Run)
 	testenv.Eventually(t, "controller synced", func() (bool, string) { return c.HasSynced(), "not synced" })
-	return rec
 }
 
 // runUntilEnd runs run in the background until the test ends, and
@@ -87,14 +64,10 @@ func runUntilEnd(t *testing.T, what string, run func(context.Context) error) {
 	})
 }
 
-// settle is how long a test waits to see that no further event follows:
-// a second rebuild of the same change would come within milliseconds.
-const settle = 500 * time.Millisecond
-
 // waitEvents waits until the recorder holds as many events for ns as
-// wanted, checks that they are exactly the wanted ones, in order, and then
-// that no further event follows within settle: otherwise a late duplicate
-// would pass for the event the next step waits for.
+// wanted, then for a sync point, and checks that the events for ns before
+// it are exactly the wanted ones, in order: a late duplicate would
+// otherwise pass for the event the next step waits for.
 func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 	t.Helper()
 	var got []model.Event
@@ -102,6 +75,8 @@ func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 		got = append(got, rec.take(ns)...)
 		return len(got) >= len(want), fmt.Sprintf("got %v", got)
 	})
+	rec.point(t)
+	got = append(got, rec.take(ns)...)
 	// Every event carries when its informer event reached the controller;
 	// the comparison leaves the time out, and whether the identities of
 	// the endpoints changed, which the model's Store decides and tests.
@@ -115,7 +90,6 @@ func waitEvents(t *testing.T, rec *recorder, ns string, want ...model.Event) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	assertQuiet(t, rec, ns, settle)
 }
 
 func ctx(t *testing.T) context.Context {
@@ -357,41 +331,45 @@ func TestNodeZoneChangeMovesLocality(t *testing.T) {
 	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z2/")
 	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 
-	// A node update that touches nothing we read changes nothing.
+	// A node update that touches nothing we read changes nothing. Node
+	// events are not ordered with a sync point's: once the controller has
+	// handled the update and its work queue is idle, a later update that
+	// is read stands for one, since the informer hands the updates over
+	// in order and any rebuild of the first is done by then. Only the
+	// second one's event may come.
+	updates := rec.informerEvents("Node", "update")
 	mustUpdateNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = true })
-	assertQuiet(t, rec, ns, time.Second)
+	testenv.Eventually(t, "the node update handled", func() (bool, string) {
+		n := rec.informerEvents("Node", "update")
+		return n > updates, fmt.Sprintf("%d node updates", n-updates)
+	})
+	rec.idle(t)
+	mustUpdateNode(t, node, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "z3" })
+	waitEndpoints(t, c, host, 8080, "192.0.2.20:9090 HEALTHY r1/z3/")
+	waitEvents(t, rec, ns, model.Event{Kind: model.EndpointsChanged, Hostname: host, Namespace: ns})
 }
 
-// settledEvents returns the events for ns once none has come for settle:
-// everything the steps so far caused, late events included. A test that
-// only waited for the model to show a change could miss an event still on
-// its way (handlers run after the change is visible) and take it later for
-// the event of its next step.
+// settledEvents returns the events for ns up to a sync point: everything
+// the steps so far caused, late events included. A test that only waited
+// for the model to show a change could miss an event still on its way
+// (handlers run after the change is visible) and take it later for the
+// event of its next step.
 func settledEvents(t *testing.T, rec *recorder, ns string) []model.Event {
 	t.Helper()
-	var got []model.Event
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		time.Sleep(settle)
-		more := rec.take(ns)
-		if len(more) == 0 {
-			return got
-		}
-		got = append(got, more...)
-		if time.Now().After(deadline) {
-			t.Fatalf("events for %s do not settle: %v", ns, got)
-		}
-	}
+	rec.point(t)
+	return rec.take(ns)
 }
 
-// assertQuiet checks that no event for ns arrives within d. An absence
-// cannot be awaited, so this is the one place a test waits for a fixed
-// time.
-func assertQuiet(t *testing.T, rec *recorder, ns string, d time.Duration) {
+// assertNoEvents checks that the controller emitted nothing for the
+// namespaces up to a sync point. An absence cannot be awaited; a sync
+// point, after which anything owed would have come, stands for it.
+func assertNoEvents(t *testing.T, rec *recorder, namespaces ...string) {
 	t.Helper()
-	time.Sleep(d)
-	if got := rec.take(ns); len(got) > 0 {
-		t.Fatalf("unexpected events after %v: %v", d, got)
+	rec.point(t)
+	for _, ns := range namespaces {
+		if got := rec.take(ns); len(got) > 0 {
+			t.Fatalf("unexpected events for %s: %v", ns, got)
+		}
 	}
 }
 
@@ -537,6 +515,7 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	mustCreateService(t, prod, "a", grpcPort)
 	mustCreateService(t, dev, "b", grpcPort)
 	c, rec := startController(t, Options{DiscoverySelectors: []string{"env=prod", "team in (x,y)"}})
+	rec.syncNS = prod
 	hostA, hostB := model.ServiceHostname("a", prod, model.DefaultDomainSuffix), model.ServiceHostname("b", dev, model.DefaultDomainSuffix)
 	if c.GetService(hostA) == nil || c.GetService(hostB) != nil {
 		t.Fatalf("after sync: a=%v b=%v, want only a", c.GetService(hostA), c.GetService(hostB))
@@ -559,14 +538,17 @@ func TestDiscoverySelectorsFollowLabels(t *testing.T) {
 	relabel(dev, map[string]string{"env": "dev", "team": "y"})
 	waitEvents(t, rec, dev, model.Event{Kind: model.ServiceChanged, Hostname: hostB, Namespace: dev, NoEndpoints: true})
 	// prod matches nothing now: its service disappears.
+	rec.syncNS = dev
 	relabel(prod, map[string]string{"env": "staging"})
 	waitEvents(t, rec, prod, model.Event{Kind: model.ServiceDeleted, Hostname: hostA, Namespace: prod, NoEndpoints: true})
 	if c.GetService(hostA) != nil || c.GetService(hostB) == nil {
 		t.Fatal("model does not follow the namespace labels")
 	}
-	// New objects in an unselected namespace stay out.
+	// New objects in an unselected namespace stay out. (The sync point
+	// is in dev, selected now; the Service informer watches every
+	// namespace and hands over a2's add before it.)
 	mustCreateService(t, prod, "a2", grpcPort)
-	assertQuiet(t, rec, prod, time.Second)
+	assertNoEvents(t, rec, prod)
 }
 
 func TestSyncedMeansModelBuilt(t *testing.T) {
@@ -625,8 +607,10 @@ func TestAPIServerRestart(t *testing.T) {
 	testenv.Eventually(t, "service created after the restart", func() (bool, string) {
 		return c.GetService(after) != nil, "missing"
 	})
+	// The sync point of waitEvents writes a Service and an EndpointSlice
+	// after the restart, so both informers have relisted or resumed by
+	// then: nothing else came.
 	waitEvents(t, rec, ns, model.Event{Kind: model.ServiceChanged, Hostname: after, Namespace: ns, NoEndpoints: true})
-	assertQuiet(t, rec, ns, time.Second)
 	waitEndpoints(t, c, host, 8080, "192.0.2.60:9090 HEALTHY ")
 }
 

@@ -129,7 +129,7 @@ func TestRelistReplaysTheKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runController(t, c)
+	runController(t, c, newRecorder(env.Client, ns))
 	mustCreateService(t, ns, "web", grpcPort)
 	mustCreateSlice(t, slice(ns, "web-a", "web", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.1"}))
 	mustCreateSlice(t, slice(ns, "web-b", "web", 9090, "grpc-api", sliceEndpoint{ip: "192.0.2.2"}))

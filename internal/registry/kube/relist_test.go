@@ -152,17 +152,13 @@ func relistAfterWatchExpiry(t *testing.T, env2 *testenv.Env, ns string, gated bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	var serviceUpdates atomic.Int64
-	c, err := New(client, Options{Namespaces: []string{ns}, OnInformerEvent: func(kind, event string) {
-		if kind == "Service" && event == "update" {
-			serviceUpdates.Add(1)
-		}
-	}})
+	rec := newRecorder(direct, ns)
+	c, err := New(client, rec.instrument(Options{Namespaces: []string{ns}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
 	c.AppendEventHandler(rec.add)
+	serviceUpdates := func() int { return rec.informerEvents("Service", "update") }
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
@@ -209,7 +205,7 @@ func relistAfterWatchExpiry(t *testing.T, env2 *testenv.Env, ns string, gated bo
 			return false, "watch still open from " + seenRV
 		}
 	})
-	before := serviceUpdates.Load()
+	before := serviceUpdates()
 	proxy.Restore()
 	restored := time.Now()
 
@@ -225,8 +221,8 @@ func relistAfterWatchExpiry(t *testing.T, env2 *testenv.Env, ns string, gated bo
 	// A relist replays every object as an update; a resumed watch would
 	// have given one update (for "changed") alone.
 	testenv.Eventually(t, "a relist", func() (bool, string) {
-		n := serviceUpdates.Load() - before
-		return n >= 2, "service updates since the restore: " + strconv.FormatInt(n, 10)
+		n := serviceUpdates() - before
+		return n >= 2, "service updates since the restore: " + strconv.Itoa(n)
 	})
 	got := map[model.Event]int{}
 	for _, ev := range settledEvents(t, rec, ns) {
