@@ -127,6 +127,8 @@ func fakeEnv(f *fakeWatcher) *streamEnv {
 type recordingStream struct {
 	grpc.ServerStream
 	gate    chan struct{}
+	// entered, when set, is told of each send before it waits for gate.
+	entered chan struct{}
 	sent    chan *discovery.DiscoveryResponse
 	inSend  atomic.Int32
 	overlap atomic.Bool
@@ -143,6 +145,9 @@ func (r *recordingStream) SendMsg(v any) error {
 		r.overlap.Store(true)
 	}
 	defer r.inSend.Add(-1)
+	if r.entered != nil {
+		r.entered <- struct{}{}
+	}
 	if r.gate != nil {
 		<-r.gate
 	}
@@ -652,10 +657,10 @@ func TestPerTypeDeltaAndFetch(t *testing.T) {
 // TestLoopNoLostWakeupOrdered replays the lost wakeup's interleaving on
 // purpose: the sender, back from a send, waits for the stream's lock,
 // and behind it a push's answer and then its kick. The mutex hands the
-// lock over in that order once its waiters have waited more than a
-// millisecond (sync.Mutex's starvation mode). The sender finds nothing
-// left; the answer fills a slot; the kick finds the sender still
-// running. The answer must still be sent: the sender stops in the
+// lock over in that order once it is in starvation mode (sync.Mutex).
+// The sender finds nothing left; were it to let go of the lock before
+// saying it stopped, the answer would fill a slot and the kick find the
+// sender still running. The answer must still be sent: the sender stops in the
 // critical section in which it found nothing, so the kick finds it
 // stopped and starts another.
 func TestLoopNoLostWakeupOrdered(t *testing.T) {
@@ -672,7 +677,9 @@ func TestLoopNoLostWakeupOrdered(t *testing.T) {
 	loopRequest(t, st, &discovery.DiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNames: []string{"a"}, ResponseNonce: eds.GetNonce()})
 	cdsWatch, edsWatch := st.typeState(resource.ClusterType).watch, st.typeState(resource.EndpointType).watch
 
+	out.entered = make(chan struct{}, 8)
 	f.answer(cdsWatch, "v1", true) // a sender starts; its send waits for the gate
+	<-out.entered
 	st.mu.Lock()
 	gate <- struct{}{} // the send returns; the sender waits for the lock
 	time.Sleep(5 * time.Millisecond)
@@ -680,6 +687,14 @@ func TestLoopNoLostWakeupOrdered(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	go st.kick() // and behind the answer
 	time.Sleep(5 * time.Millisecond)
+	// Let go and take the lock back at once: the sender, woken after
+	// waiting more than a millisecond, finds it taken and puts the mutex
+	// in starvation mode, in which each unlock hands the lock to the
+	// next waiter in line: the sender, then the answer, then the kick,
+	// and only then the sender again if it lets go in between.
+	st.mu.Unlock()
+	st.mu.Lock()
+	time.Sleep(2 * time.Millisecond)
 	st.mu.Unlock()
 
 	gate <- struct{}{}
