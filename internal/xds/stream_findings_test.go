@@ -126,7 +126,7 @@ func fakeEnv(f *fakeWatcher) *streamEnv {
 // when two overlap; a send waits for gate when there is one.
 type recordingStream struct {
 	grpc.ServerStream
-	gate    chan struct{}
+	gate chan struct{}
 	// entered, when set, is told of each send before it waits for gate.
 	entered chan struct{}
 	sent    chan *discovery.DiscoveryResponse
