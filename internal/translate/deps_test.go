@@ -12,8 +12,9 @@ const project = "github.com/meshpilot/meshpilot/"
 // TestLayers pins the direction between building resources and serving
 // them: translate, which builds them, imports nothing that serves them;
 // internal/xds, which serves them, may import translate and the type
-// URLs (xds/resource), which import nothing of meshpilot; the model that
-// both read imports neither.
+// URLs (xds/resource), which import nothing of meshpilot, and nothing
+// above it (the assembly, registries, debug pages, metrics); the model
+// that both read imports neither.
 func TestLayers(t *testing.T) {
 	for _, tc := range []struct {
 		pkg    string // relative to this folder
@@ -34,6 +35,17 @@ func TestLayers(t *testing.T) {
 		}},
 		{"../xds/resource", "xds/resource", func(dep string) bool {
 			return dep == project+"internal/xds/resource" || !strings.HasPrefix(dep, project)
+		}},
+		{"../xds", "xds", func(dep string) bool {
+			// Serving reads the model through its interfaces and reports
+			// through Observer: never the assembly, the registries, the
+			// debug pages or the metrics above it.
+			for _, above := range []string{"internal/server", "internal/registry", "internal/debug", "internal/metrics", "internal/multicluster"} {
+				if under(dep, project+above) {
+					return false
+				}
+			}
+			return true
 		}},
 		{"../model", "model", func(dep string) bool {
 			return !under(dep, project+"internal/xds") && !under(dep, project+"internal/translate")
