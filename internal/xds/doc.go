@@ -68,8 +68,14 @@
 // client holds at most one response per type, since a watch answers
 // once and the next waits for the client's next request, and other
 // clients' pushes never wait for it; its requests wait unread meanwhile.
-// A closed stream leaves no goroutine, client state, watch or unsent
-// response behind.
+// A stream names at most MaxTypesPerStream types, each type URL at most
+// MaxTypeURLBytes long, and a delta stream's initial_resource_versions
+// count against the names limit; a NACK's text is kept and logged
+// truncated (MaxNACKBytes), at most one line per client and interval.
+// New streams are paced (Options.MaxNewStreamsPerSecond, ratelimit.go),
+// and client facts meshpilot does not know make no cache variant of
+// their own (facts.go). A closed stream leaves no goroutine, client
+// state, watch or unsent response behind.
 //
 // # Client state
 //
