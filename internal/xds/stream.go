@@ -424,7 +424,7 @@ func (st *xdsStream) answered(ts *typeState, version, nonce, errText string, rej
 	if rejected {
 		ts.sub.nacked()
 		ts.inflight = nil
-		st.recordNACK(ts, &NACK{Version: sent.Version, Nonce: nonce, Error: errText, Time: time.Now()})
+		st.recordNACK(ts, &NACK{Version: sent.Version, Nonce: nonce, Error: errText, Time: time.Now()}, false)
 		return
 	}
 	ts.sub.acked()
@@ -451,18 +451,21 @@ func (st *xdsStream) staleRequest(ts *typeState, version, nonce string, rejected
 		return
 	}
 	st.mu.Lock()
-	st.recordNACK(ts, &NACK{Version: version, Nonce: nonce, Error: errText, Time: time.Now()})
+	st.recordNACK(ts, &NACK{Version: version, Nonce: nonce, Error: errText, Time: time.Now()}, true)
 	st.mu.Unlock()
 }
 
 // recordNACK records and reports a NACK. Its text is the client's, as
-// long as the client likes: it is kept and logged truncated. st.mu is
-// held.
-func (st *xdsStream) recordNACK(ts *typeState, n *NACK) {
+// long as the client likes: it is kept and logged truncated. A stale
+// one, of an older response than the type's latest, is counted and
+// logged but says nothing of the type's state. st.mu is held.
+func (st *xdsStream) recordNACK(ts *typeState, n *NACK, stale bool) {
 	n.Error = truncate(n.Error, MaxNACKBytes)
 	n.Nonce = truncate(n.Nonce, logIDMax)
 	n.Version = truncate(n.Version, logIDMax)
-	ts.lastNACK = n
+	if !stale {
+		ts.lastNACK = n
+	}
 	st.nacks++
 	st.lastNACK = n.Error
 	st.env.nacked(st.nodeID, st.key, ts.label, st.grpcClient, n)
