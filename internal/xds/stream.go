@@ -102,8 +102,7 @@ type xdsStream struct {
 	// closed: the stream ended; nothing more is sent.
 	closed bool
 	// The client as its node describes it, set once by the first
-	// request (nodeSet), and its NACKs.
-	nodeSet    bool
+	// request, and its NACKs.
 	nodeID     string
 	namespace  string
 	cluster    string
@@ -244,7 +243,6 @@ func (st *xdsStream) admit(node *core.Node, url string, names, unsubscribe []str
 	c := st.env.clientOf(node)
 	st.client = &c
 	st.mu.Lock()
-	st.nodeSet = true
 	st.nodeID, st.namespace, st.grpcClient = c.ID, c.Namespace, c.GRPC
 	// The cluster the node names, not the one it is served as: /debug/syncz
 	// tells them apart.
