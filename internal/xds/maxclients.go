@@ -41,9 +41,32 @@ type refusals struct {
 	// rateLimited: RefusedRateLimited (ratelimit.go).
 	rateLimited atomic.Uint64
 
+	// overCapLog says which max_clients refusals to log.
+	overCapLog intervalLog
+}
+
+// intervalLog decides which of a repeated event's occurrences to log:
+// the first, then at most one per interval, each line carrying the count
+// since the last. Refusals of new streams come in herds, and one line a
+// minute says as much as one per stream.
+type intervalLog struct {
 	mu       sync.Mutex // guards lastLog and unlogged
 	lastLog  time.Time
-	unlogged uint64 // max_clients refusals since the last line
+	unlogged uint64
+}
+
+// event records one occurrence and says whether to log it, with how
+// many occurred since the last line, this one included.
+func (l *intervalLog) event(now time.Time, every time.Duration) (ok bool, n uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unlogged++
+	n = l.unlogged
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < every {
+		return false, n
+	}
+	l.lastLog, l.unlogged = now, 0
+	return true, n
 }
 
 func (r *refusals) counts() RefusedStreams {
@@ -54,16 +77,7 @@ func (r *refusals) counts() RefusedStreams {
 // went out within the interval; the next line carries the count since.
 func (r *refusals) overCap(limit int) error {
 	r.maxClients.Add(1)
-	r.mu.Lock()
-	r.unlogged++
-	now := time.Now()
-	n := r.unlogged
-	logNow := r.lastLog.IsZero() || now.Sub(r.lastLog) >= r.every
-	if logNow {
-		r.lastLog, r.unlogged = now, 0
-	}
-	r.mu.Unlock()
-	if logNow {
+	if ok, n := r.overCapLog.event(time.Now(), r.every); ok {
 		r.log.Warn("xds: refusing new streams beyond --max-clients", "max_clients", limit, "refused", n,
 			"interval", r.every)
 	}

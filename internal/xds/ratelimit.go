@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -44,10 +43,7 @@ type streamRate struct {
 	perSecond float64
 	log       *slog.Logger
 	every     time.Duration
-
-	mu       sync.Mutex // guards lastLog and unlogged
-	lastLog  time.Time
-	unlogged uint64 // refusals since the last line
+	refusals  intervalLog
 }
 
 // newStreamRate returns the pacing of perSecond new streams, nil for no
@@ -89,16 +85,7 @@ func (s *Server) admitRate(ctx context.Context) error {
 // logRefusal logs a refusal unless a line went out within the interval;
 // the next line carries the count since.
 func (r *streamRate) logRefusal() {
-	r.mu.Lock()
-	r.unlogged++
-	now := time.Now()
-	n := r.unlogged
-	logNow := r.lastLog.IsZero() || now.Sub(r.lastLog) >= r.every
-	if logNow {
-		r.lastLog, r.unlogged = now, 0
-	}
-	r.mu.Unlock()
-	if logNow {
+	if ok, n := r.refusals.event(time.Now(), r.every); ok {
 		r.log.Warn("xds: refusing new streams beyond --max-new-streams-per-second", "max_new_streams_per_second", r.perSecond,
 			"refused", n, "interval", r.every)
 	}

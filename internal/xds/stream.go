@@ -560,8 +560,8 @@ func (st *xdsStream) next() (*typeState, *response) {
 // for the warming cluster. st.mu is held.
 func (st *xdsStream) forgetEndpoints(cds *typeState, r *response) {
 	eds := st.typeState(resource.EndpointType)
-	if eds == nil {
-		return
+	if eds == nil || (len(eds.sub.returned) == 0 && len(eds.sub.sent) == 0) {
+		return // no endpoints sent: nothing to forget, and no walk of every cluster
 	}
 	for _, e := range r.holds {
 		if v, ok := cds.sub.returnedVersion(e.name); ok && v == e.version {
