@@ -237,6 +237,10 @@ type PolicyIndex interface {
 	// (a rule for the host exists in a namespace that only its own
 	// clients see).
 	DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (rule *DestinationRule, byClient bool)
+	// AppendDestinationRuleKeys appends to deps the keys that what reads
+	// host's rules depends on (AppendRuleKeys over the index's wildcard
+	// hosts).
+	AppendDestinationRuleKeys(deps []ConfigKey, host Hostname) []ConfigKey
 }
 
 // DestinationRuleKey is the key of the rules that apply to a host: what
@@ -245,24 +249,27 @@ func DestinationRuleKey(h Hostname) ConfigKey {
 	return ConfigKey{Kind: KindDestinationRule, Name: string(h)}
 }
 
-// DestinationRuleKeys are the keys of every rule that may apply to a
-// host: its own (DestinationRuleKey) and one per wildcard that could
-// match it, "*.<each suffix after a dot>" and "*". A rule for a wildcard
-// host reports its change under the wildcard's key, so what read the
-// rules of a host hears of a wildcard rule made later, and of none that
-// cannot match it.
-func DestinationRuleKeys(h Hostname) []ConfigKey {
-	out := make([]ConfigKey, 0, strings.Count(string(h), ".")+2)
-	out = append(out, DestinationRuleKey(h))
-	for i, c := range string(h) {
-		if w := "*" + h[i:]; c == '.' && w != h {
-			out = append(out, DestinationRuleKey(w))
+// AppendRuleKeys appends to deps the keys that what reads the rules of
+// host depends on, given the wildcard hosts that have rules now: the
+// host's own DestinationRuleKey, that of each of those wildcards that
+// matches it, and DestinationRuleKey("*"). The last also stands for the
+// set of wildcard hosts: an index reports it when a wildcard host gains
+// its first rule or loses its last, so that a host a new wildcard
+// matches hears of it, while a change to the rules of a wildcard that
+// exists reaches only the hosts it matches. Naming only the wildcards
+// that exist, rather than every suffix of the host that could be one,
+// keeps a watch's keys (and the strings built for them) to two or three.
+func AppendRuleKeys(deps []ConfigKey, host Hostname, wildcards []Hostname) []ConfigKey {
+	deps = append(deps, DestinationRuleKey(host))
+	for _, w := range wildcards {
+		if w != "*" && w != host && WildcardMatches(w, host) {
+			deps = append(deps, DestinationRuleKey(w))
 		}
 	}
-	if h != "*" {
-		out = append(out, DestinationRuleKey("*"))
+	if host != "*" {
+		deps = append(deps, DestinationRuleKey("*"))
 	}
-	return out
+	return deps
 }
 
 // WildcardMatches reports whether a wildcard host ("*.example.com",
@@ -376,6 +383,11 @@ func (h HostRules) Add(r *DestinationRule) {
 	if cur := h[r.Namespace]; cur == nil || r.Name < cur.Name {
 		h[r.Namespace] = r
 	}
+}
+
+// AppendDestinationRuleKeys implements PolicyIndex.
+func (p *StaticPolicies) AppendDestinationRuleKeys(deps []ConfigKey, host Hostname) []ConfigKey {
+	return AppendRuleKeys(deps, host, p.wildcards)
 }
 
 // DestinationRuleFor implements PolicyIndex.

@@ -44,7 +44,7 @@
 //     attempts: none), and the hash policy of the consistent hash of the
 //     host's DestinationRule (policy.go, hashPolicy). It depends on
 //     model.MeshRetryKey, so a change of that setting regenerates every
-//     route, and on the host's model.DestinationRuleKeys. When a
+//     route, and on the keys of the host's rules (model.AppendRuleKeys). When a
 //     VirtualService routes the host for the client (model.RouteIndex,
 //     route_vs.go) its routes come instead, one per match: weighted
 //     clusters "outbound|<port>|<subset>|<FQDN>", the timeout (as
@@ -75,8 +75,9 @@
 //     what gRPC clients cannot honour they get otherwise, varying by
 //     kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
-//     model.DestinationRuleKeys(host) (its own and those of the wildcard
-//     hosts that could match it), and varies by namespace when rules of
+//     model.AppendRuleKeys (the host's own key, those of the wildcard
+//     hosts with rules that match it, and "*", which also stands for
+//     the set of wildcard hosts), and varies by namespace when rules of
 //     several namespaces could apply. Subset clusters are served by name,
 //     not in wildcard lists yet.
 //   - ClusterLoadAssignment (a subset's: the endpoints its labels

@@ -35,13 +35,14 @@ func clusterTarget(d model.ServiceDiscovery, c *Client, name string, kind model.
 
 // ruleFor returns the DestinationRule a client's traffic to a service
 // follows (nil: none), with the keys it depends on added to deps (the
-// host's and those of the wildcards that could match it) and
+// host's, those of the wildcards that match it, and the wildcard set's:
+// model.AppendRuleKeys) and
 // VaryNamespace when another client namespace could get another rule.
 func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.ConfigKey) (*model.DestinationRule, []model.ConfigKey, Vary) {
 	if o.Policies == nil {
 		return nil, deps, 0
 	}
-	deps = append(deps, model.DestinationRuleKeys(svc.Hostname)...)
+	deps = o.Policies.AppendDestinationRuleKeys(deps, svc.Hostname)
 	rule, byClient := o.Policies.DestinationRuleFor(svc.Hostname, svc.Namespace, c.Namespace)
 	if byClient {
 		return rule, deps, VaryNamespace
