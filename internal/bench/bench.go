@@ -115,6 +115,9 @@ type Config struct {
 	// one and records clients per replica (replicas.go); there is no
 	// churn then.
 	Replicas ReplicasConfig `json:"replicas"`
+	// Compare, with Binaries, compares meshpilot binaries against one
+	// workload, without churn (compare.go).
+	Compare CompareConfig `json:"compare"`
 
 	// Env is an API server to use; nil starts one for the run.
 	Env *testenv.Env `json:"-"`
@@ -132,7 +135,7 @@ func Defaults() Config {
 		Changes: 50, Rate: 5,
 		Nodes: 6, Concurrency: 32,
 		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
-		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(),
+		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(), Compare: DefaultCompare(),
 		SoakSample: 10 * time.Second,
 	}
 }
@@ -170,6 +173,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	errs = append(errs, c.Replicas.validate()...)
+	errs = append(errs, c.validateCompare()...)
 	if c.Replicas.Count > 1 && c.Clusters > 1 {
 		errs = append(errs, errors.New("replicas and clusters do not go together"))
 	}
@@ -224,6 +228,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}()
 
+	// Before the build and the workload, which at scale takes many minutes.
+	for _, b := range cfg.Compare.Binaries {
+		if _, err := os.Stat(b.Path); err != nil {
+			return nil, fmt.Errorf("a meshpilot binary to compare: %w", err)
+		}
+	}
 	bin := cfg.Meshpilot
 	if bin != "" {
 		if _, err := os.Stat(bin); err != nil {
@@ -324,6 +334,14 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	serve := serveRun{cfg: &cfg, kubeconfig: env.Kubeconfig, bin: bin, args: serveArgs,
 		profileDir: cfg.ProfileDir, workload: w, remotes: remotes, res: res, logf: logf}
+	if len(cfg.Compare.Binaries) > 0 {
+		res.Compare, err = runCompare(ctx, compareRun{serve: serve, build: res.MeshpilotBuild, logDir: workDir})
+		if err != nil {
+			return nil, err
+		}
+		res.Seconds = time.Since(begin).Seconds()
+		return res, nil
+	}
 	serve.logPath, serve.keepLog = cfg.MeshpilotLog, cfg.MeshpilotLog != ""
 	if serve.logPath == "" {
 		serve.logPath = filepath.Join(workDir, "meshpilot.log")
