@@ -30,42 +30,7 @@ func Parse(raw []byte) (*Input, error) {
 // Input is a case: a model, Istio's objects, and the clients that ask
 // for resources from it.
 type Input struct {
-	Services []struct {
-		// Source names the registry the service comes from. Services of
-		// one source are one model.Store; several sources are served
-		// through their aggregate, by order of first mention, as the
-		// server serves its sources. Empty: the first source.
-		Source       string       `json:"source"`
-		Name         string       `json:"name"`
-		Namespace    string       `json:"namespace"`
-		Resolution   string       `json:"resolution"`
-		ExternalName string       `json:"externalName"`
-		ClusterIPs   []string     `json:"clusterIPs"`
-		Ports        []model.Port `json:"ports"`
-		// InternalTrafficPolicy is "Local" or empty; TrafficDistribution
-		// "PreferSameZone", "PreferSameNode" or empty.
-		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
-		TrafficDistribution   string `json:"trafficDistribution"`
-		// Selector is a Kubernetes Service's: it selects WorkloadEntries.
-		Selector model.Labels `json:"selector"`
-		// ExportTo is the networking.istio.io/exportTo annotation's list.
-		ExportTo  []string `json:"exportTo"`
-		Endpoints []struct {
-			Address  string       `json:"address"`
-			Port     uint32       `json:"port"`
-			PortName string       `json:"portName"`
-			Locality string       `json:"locality"`
-			Health   string       `json:"health"`
-			Node     string       `json:"node"`
-			Labels   model.Labels `json:"labels"`
-			// ServiceAccount is the endpoint's Pod's.
-			ServiceAccount string `json:"serviceAccount"`
-			Pod            string `json:"pod"`
-			// Cluster is the ID of the cluster the endpoint is in; empty:
-			// the local one.
-			Cluster string `json:"cluster"`
-		} `json:"endpoints"`
-	} `json:"services"`
+	Services []Service `json:"services"`
 	// DestinationRules are Istio's objects, converted as the Kubernetes
 	// source converts them; rootNamespace is goldenRootNamespace.
 	DestinationRules []*networkingv1.DestinationRule `json:"destinationRules"`
@@ -115,4 +80,45 @@ func (c Client) Node() (*core.Node, error) {
 		n.Metadata = s
 	}
 	return n, nil
+}
+
+// Service is a service of a case and its endpoints.
+type Service struct {
+	// Source names the registry the service comes from. Services of
+	// one source are one model.Store; several sources are served
+	// through their aggregate, by order of first mention, as the
+	// server serves its sources. Empty: the first source.
+	Source       string       `json:"source"`
+	Name         string       `json:"name"`
+	Namespace    string       `json:"namespace"`
+	Resolution   string       `json:"resolution"`
+	ExternalName string       `json:"externalName"`
+	ClusterIPs   []string     `json:"clusterIPs"`
+	Ports        []model.Port `json:"ports"`
+	// InternalTrafficPolicy is "Local" or empty; TrafficDistribution
+	// "PreferSameZone", "PreferSameNode" or empty.
+	InternalTrafficPolicy string `json:"internalTrafficPolicy"`
+	TrafficDistribution   string `json:"trafficDistribution"`
+	// Selector is a Kubernetes Service's: it selects WorkloadEntries.
+	Selector model.Labels `json:"selector"`
+	// ExportTo is the networking.istio.io/exportTo annotation's list.
+	ExportTo  []string   `json:"exportTo"`
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Endpoint is an endpoint of a case's service.
+type Endpoint struct {
+	Address  string       `json:"address"`
+	Port     uint32       `json:"port"`
+	PortName string       `json:"portName"`
+	Locality string       `json:"locality"`
+	Health   string       `json:"health"`
+	Node     string       `json:"node"`
+	Labels   model.Labels `json:"labels"`
+	// ServiceAccount is the endpoint's Pod's.
+	ServiceAccount string `json:"serviceAccount"`
+	Pod            string `json:"pod"`
+	// Cluster is the ID of the cluster the endpoint is in; empty:
+	// the local one.
+	Cluster string `json:"cluster"`
 }
