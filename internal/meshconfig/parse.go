@@ -113,7 +113,7 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 		}
 		out.RootNamespace = ns
 	}
-	lb, err := localityLBOf(mesh.GetLocalityLbSetting())
+	lb, err := ConvertLocalityLB(mesh.GetLocalityLbSetting())
 	if err != nil {
 		return nil, err
 	}

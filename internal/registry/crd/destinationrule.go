@@ -11,6 +11,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -144,13 +145,92 @@ type portSettings interface {
 // portPolicy converts the fields a policy and its portLevelSettings
 // share.
 func (c *policyConverter) portPolicy(path string, p portSettings) *model.TrafficPolicy {
+	lb := p.GetLoadBalancer()
 	return &model.TrafficPolicy{
-		LoadBalancer:     convertLB(p.GetLoadBalancer()),
-		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", p.GetLoadBalancer().GetConsistentHash()),
-		MaxRequests:      p.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
+		LoadBalancer:     convertLB(lb),
+		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", lb.GetConsistentHash()),
+		LocalityLB:       c.localityLB(path+".loadBalancer.localityLbSetting", lb.GetLocalityLbSetting()),
+		LoadBalancerSet:  lb != nil,
+		ConnectionPool:   c.connectionPool(path+".connectionPool", p.GetConnectionPool()),
 		OutlierDetection: c.outlierDetection(path+".outlierDetection", p.GetOutlierDetection()),
 		TLS:              c.tls(path+".tls", p.GetTls()),
 	}
+}
+
+// localityLB converts loadBalancer.localityLbSetting, which replaces
+// MeshConfig's for the clusters of the policy (enabled: false turns
+// locality load balancing off for them), refusing what Istio's
+// validation refuses.
+func (c *policyConverter) localityLB(path string, s *apinetworking.LocalityLoadBalancerSetting) *model.LocalityLB {
+	out, err := meshconfig.ConvertLocalityLB(s)
+	if err != nil {
+		c.status.RefuseAt(path, err.Error())
+		return nil
+	}
+	return out
+}
+
+// grpcCircuitBreaker is why gRPC clients get only http2MaxRequests of a
+// connection pool.
+const grpcCircuitBreaker = "grpc-go's circuit breaking (gRFC A32) has max_requests only; istiod gives gRPC clients nothing else of connectionPool either"
+
+// connectionPool converts connectionPool. Envoy gets what istiod's
+// cluster builder applies (applyConnectionPool); gRPC clients get
+// http2MaxRequests alone, as from istiod, and the other fields are
+// reported for them.
+func (c *policyConverter) connectionPool(path string, p *apinetworking.ConnectionPoolSettings) *model.ConnectionPool {
+	if p == nil {
+		return nil
+	}
+	tcp, h := p.GetTcp(), p.GetHttp()
+	out := &model.ConnectionPool{
+		MaxConnections:           tcp.GetMaxConnections(),
+		ConnectTimeout:           tcp.GetConnectTimeout().AsDuration(),
+		MaxConnectionDuration:    tcp.GetMaxConnectionDuration().AsDuration(),
+		TCPIdleTimeout:           tcp.GetIdleTimeout().AsDuration(),
+		MaxPendingRequests:       h.GetHttp1MaxPendingRequests(),
+		MaxRequests:              h.GetHttp2MaxRequests(),
+		MaxRequestsPerConnection: h.GetMaxRequestsPerConnection(),
+		MaxRetries:               h.GetMaxRetries(),
+		HTTPIdleTimeout:          h.GetIdleTimeout().AsDuration(),
+		MaxConcurrentStreams:     h.GetMaxConcurrentStreams(),
+		UseClientProtocol:        h.GetUseClientProtocol(),
+	}
+	if k := tcp.GetTcpKeepalive(); k != nil {
+		out.TCPKeepalive = &model.TCPKeepalive{Probes: k.GetProbes(), Time: k.GetTime().AsDuration(), Interval: k.GetInterval().AsDuration()}
+	}
+	switch h.GetH2UpgradePolicy() {
+	case apinetworking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+		out.H2Upgrade = model.H2Upgrade
+	case apinetworking.ConnectionPoolSettings_HTTPSettings_DO_NOT_UPGRADE:
+		out.H2Upgrade = model.H2DoNotUpgrade
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"tcp.maxConnections", out.MaxConnections > 0},
+		{"tcp.connectTimeout", tcp.GetConnectTimeout() != nil},
+		{"tcp.maxConnectionDuration", tcp.GetMaxConnectionDuration() != nil},
+		{"tcp.idleTimeout", tcp.GetIdleTimeout() != nil},
+		{"tcp.tcpKeepalive", out.TCPKeepalive != nil},
+		{"http.http1MaxPendingRequests", out.MaxPendingRequests > 0},
+		{"http.maxRequestsPerConnection", out.MaxRequestsPerConnection > 0},
+		{"http.maxRetries", out.MaxRetries > 0},
+		{"http.idleTimeout", h.GetIdleTimeout() != nil},
+		{"http.maxConcurrentStreams", out.MaxConcurrentStreams > 0},
+		{"http.h2UpgradePolicy", out.H2Upgrade != model.H2UpgradeDefault},
+		{"http.useClientProtocol", out.UseClientProtocol},
+	} {
+		if f.set {
+			c.status.IgnoreGRPC(path+"."+f.name, grpcCircuitBreaker)
+		}
+	}
+	if h.GetHttp2KeepAlive() != nil {
+		c.status.IgnoreEnvoy(path+".http.http2KeepAlive", "not generated yet")
+		c.status.IgnoreGRPC(path+".http.http2KeepAlive", grpcCircuitBreaker)
+	}
+	return out
 }
 
 // convertLB maps loadBalancer.simple. LEAST_CONN is the deprecated name
