@@ -177,7 +177,6 @@ type closeness struct {
 	vary           Vary
 }
 
-//
 // byDistribution false leaves trafficDistribution out: a rule's
 // localityLbSetting replaces it.
 func closenessFor(svc *model.Service, c *Client, byDistribution bool) closeness {
