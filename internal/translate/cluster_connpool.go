@@ -130,6 +130,14 @@ func httpOptionsFor(cp *model.ConnectionPool, protocol model.Protocol) *httpopti
 		}
 	case common == nil:
 		return nil
+	default:
+		// Envoy requires an upstream protocol: HTTP/1.1, as istiod
+		// fills it in.
+		out.UpstreamProtocolOptions = &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpoptions.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &core.Http1ProtocolOptions{}},
+			},
+		}
 	}
 	return out
 }
