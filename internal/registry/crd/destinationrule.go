@@ -413,6 +413,9 @@ func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *
 		}
 	case apinetworking.ClientTLSSettings_ISTIO_MUTUAL:
 		out.Mode = model.TLSIstioMutual
+		if len(out.SubjectAltNames) > 0 {
+			c.status.IgnoreGRPC(path+".subjectAltNames", "as from istiod, gRPC clients verify an ISTIO_MUTUAL server against the service's accounts")
+		}
 		for _, f := range []struct{ name, value string }{
 			{"credentialName", out.CredentialName}, {"clientCertificate", out.ClientCertificate},
 			{"privateKey", out.PrivateKey}, {"caCertificates", out.CACertificates},

@@ -146,7 +146,8 @@ func TestConvertTLS(t *testing.T) {
 	}{
 		{"DISABLE", &ctls{}, &model.ClientTLS{Mode: model.TLSDisable}, "", nil, nil},
 		{"ISTIO_MUTUAL", &ctls{Mode: apinetworking.ClientTLSSettings_ISTIO_MUTUAL, SubjectAltNames: []string{"spiffe://td/ns/a/sa/b"}},
-			&model.ClientTLS{Mode: model.TLSIstioMutual, SubjectAltNames: []string{"spiffe://td/ns/a/sa/b"}}, "", nil, nil},
+			// gRPC clients verify the service's accounts, as istiod's.
+			&model.ClientTLS{Mode: model.TLSIstioMutual, SubjectAltNames: []string{"spiffe://td/ns/a/sa/b"}}, "", []string{path + ".subjectAltNames"}, nil},
 		{"ISTIO_MUTUAL with a CA of its own", &ctls{Mode: apinetworking.ClientTLSSettings_ISTIO_MUTUAL, CaCertificates: "/ca.pem"}, nil, path + ".caCertificates", nil, nil},
 		{"SIMPLE with files", &ctls{Mode: apinetworking.ClientTLSSettings_SIMPLE, CaCertificates: "/ca.pem", Sni: "api.example.com"},
 			&model.ClientTLS{Mode: model.TLSSimple, CACertificates: "/ca.pem", SNI: "api.example.com"}, "",
