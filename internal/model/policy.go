@@ -99,7 +99,8 @@ type ConnectionPool struct {
 	TCPKeepalive          *TCPKeepalive
 	// HTTP settings: http.http1MaxPendingRequests, http2MaxRequests,
 	// maxRequestsPerConnection, maxRetries, idleTimeout,
-	// maxConcurrentStreams, h2UpgradePolicy, useClientProtocol.
+	// maxConcurrentStreams, h2UpgradePolicy, useClientProtocol,
+	// http2KeepAlive.
 	MaxPendingRequests       int32
 	MaxRequests              int32
 	MaxRequestsPerConnection int32
@@ -108,6 +109,13 @@ type ConnectionPool struct {
 	MaxConcurrentStreams     int32
 	H2Upgrade                H2UpgradePolicy
 	UseClientProtocol        bool
+	HTTP2KeepAlive           *HTTP2KeepAlive
+}
+
+// HTTP2KeepAlive is http.http2KeepAlive: HTTP/2 PINGs on idle
+// connections; zero fields are unset.
+type HTTP2KeepAlive struct {
+	Interval, Timeout time.Duration
 }
 
 // H2UpgradePolicy is http.h2UpgradePolicy.

@@ -27,8 +27,8 @@ const envoyConnectTimeout = 10 * time.Second
 // endpoints come and go), connect_timeout, TCP keepalive, and the
 // upstream HTTP options: idle timeout (http's, else tcp's), requests
 // per connection, maximum connection duration, HTTP/2 for an HTTP port
-// whose h2UpgradePolicy is UPGRADE, its concurrent streams, or the
-// downstream protocol (useClientProtocol).
+// whose h2UpgradePolicy is UPGRADE, its concurrent streams and PINGs
+// (http2KeepAlive), or the downstream protocol (useClientProtocol).
 //
 // gRPC clients do not get this: grpc-go reads only max_requests and
 // would take the maximum for no limit, where istiod leaves it at
@@ -112,6 +112,16 @@ func httpOptionsFor(cp *model.ConnectionPool, protocol model.Protocol) *httpopti
 	}
 	if h2 != nil && cp.MaxConcurrentStreams > 0 {
 		h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(cp.MaxConcurrentStreams))
+	}
+	if k := cp.HTTP2KeepAlive; h2 != nil && k != nil {
+		ka := &core.KeepaliveSettings{}
+		if k.Interval > 0 {
+			ka.Interval = durationpb.New(k.Interval)
+		}
+		if k.Timeout > 0 {
+			ka.Timeout = durationpb.New(k.Timeout)
+		}
+		h2.ConnectionKeepalive = ka
 	}
 	out := &httpoptions.HttpProtocolOptions{CommonHttpProtocolOptions: common}
 	switch {

@@ -66,9 +66,12 @@
 //     carry explicit HTTP/2 upstream options for Envoy. The DestinationRule
 //     the client follows (model.PolicyIndex: its namespace's rule, else the
 //     service's namespace's, else the root namespace's, each if exported
-//     to the client's namespace) sets its traffic
-//     policy (policy.go: load balancing, consistent hash, circuit breaker,
-//     outlier detection; tls.go: TLS, from certificate provider instances
+//     to the client's namespace) sets its traffic policy, merged for the
+//     port and subset as istiod merges it (model.DestinationRule.PolicyFor)
+//     (policy.go: load balancing, consistent hash, outlier detection;
+//     cluster_connpool.go: Envoy's circuit breakers and connection
+//     options, istiod's defaults without a rule, so that every cluster
+//     varies by kind; gRPC clients get http2MaxRequests alone; tls.go: TLS, from certificate provider instances
 //     for gRPC clients, from the agent's SDS for Envoy, ISTIO_MUTUAL
 //     verifying the SPIFFE names of the endpoints' service accounts, so
 //     depending on model.ServiceAccountsKey and not on the endpoints;
@@ -86,12 +89,14 @@
 //     WorkloadEntries set them), each endpoint with its health and weight; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to
 //     Envoy: then one resource name has two variants, one per client
-//     kind; otherwise both kinds share one. MeshConfig localityLbSetting
-//     (endpoint_locality.go; it depends on model.MeshLocalityLBKey, so its
-//     change regenerates endpoint assignments only) orders localities
-//     by closeness to the client (failover, for a cluster whose rule
-//     sets outlier detection, as Istio) or reweighs them (distribute);
-//     a service's trafficDistribution comes first. Endpoints carry the
+//     kind; otherwise both kinds share one. The localityLbSetting of the
+//     cluster's rule policy, else MeshConfig's (endpoint_locality.go; the
+//     mesh's depends on model.MeshLocalityLBKey, so its change
+//     regenerates endpoint assignments only; every assignment reads the
+//     host's rules) orders localities by closeness to the client
+//     (failover, for a cluster whose rule sets outlier detection, as
+//     Istio) or reweighs them (distribute); a service's
+//     trafficDistribution comes between the two. Endpoints carry the
 //     cluster they are in (endpoint_cluster.go; none: the local cluster,
 //     GeneratorOptions.LocalClusterID): a host whose endpoints span
 //     clusters gives each Istio's istio.workload filter metadata

@@ -3,6 +3,7 @@ package crd
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -196,6 +197,14 @@ func (c *policyConverter) connectionPool(path string, p *apinetworking.Connectio
 		MaxConcurrentStreams:     h.GetMaxConcurrentStreams(),
 		UseClientProtocol:        h.GetUseClientProtocol(),
 	}
+	if k := h.GetHttp2KeepAlive(); k != nil {
+		out.HTTP2KeepAlive = &model.HTTP2KeepAlive{Interval: k.GetInterval().AsDuration(), Timeout: k.GetTimeout().AsDuration()}
+		if out.HTTP2KeepAlive.Timeout < time.Millisecond {
+			// Envoy NACKs the cluster: refused rather than sent broken.
+			c.status.RefuseAt(path+".http.http2KeepAlive.timeout", "Envoy needs a timeout of at least 1ms for HTTP/2 keepalive")
+			return nil
+		}
+	}
 	if k := tcp.GetTcpKeepalive(); k != nil {
 		out.TCPKeepalive = &model.TCPKeepalive{Probes: k.GetProbes(), Time: k.GetTime().AsDuration(), Interval: k.GetInterval().AsDuration()}
 	}
@@ -221,14 +230,11 @@ func (c *policyConverter) connectionPool(path string, p *apinetworking.Connectio
 		{"http.maxConcurrentStreams", out.MaxConcurrentStreams > 0},
 		{"http.h2UpgradePolicy", out.H2Upgrade != model.H2UpgradeDefault},
 		{"http.useClientProtocol", out.UseClientProtocol},
+		{"http.http2KeepAlive", out.HTTP2KeepAlive != nil},
 	} {
 		if f.set {
 			c.status.IgnoreGRPC(path+"."+f.name, grpcCircuitBreaker)
 		}
-	}
-	if h.GetHttp2KeepAlive() != nil {
-		c.status.IgnoreEnvoy(path+".http.http2KeepAlive", "not generated yet")
-		c.status.IgnoreGRPC(path+".http.http2KeepAlive", grpcCircuitBreaker)
 	}
 	return out
 }
