@@ -54,7 +54,8 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 // from a rule's traffic policy (for the cluster's port and subset, as
 // model.DestinationRule.PolicyFor merges it), as Istio maps them:
 // loadBalancer.simple ROUND_ROBIN, LEAST_REQUEST (LEAST_CONN) and RANDOM
-// to the same lb_policy, loadBalancer.consistentHash to RING_HASH or
+// to the same lb_policy, none to LEAST_REQUEST for Envoy and round robin
+// for gRPC clients, loadBalancer.consistentHash to RING_HASH or
 // MAGLEV (applyConsistentHash), outlierDetection to the cluster's
 // (applyOutlierDetection), connectionPool to Envoy's circuit breakers
 // and connection options (applyConnectionPool, which sets istiod's
@@ -76,6 +77,12 @@ func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, protocol mode
 		vary |= applyOutlierDetection(c, p.OutlierDetection, client)
 	}
 	switch p.LoadBalancer {
+	case model.LBDefault:
+		// istiod's default algorithm for Envoy is LEAST_REQUEST (since
+		// Istio 1.14); its grpcgen leaves gRPC clients round robin.
+		if !client.GRPC && p.ConsistentHash == nil {
+			c.LbPolicy = cluster.Cluster_LEAST_REQUEST
+		}
 	case model.LBLeastRequest:
 		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
 	case model.LBRandom:

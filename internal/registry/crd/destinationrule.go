@@ -147,6 +147,19 @@ type portSettings interface {
 // share.
 func (c *policyConverter) portPolicy(path string, p portSettings) *model.TrafficPolicy {
 	lb := p.GetLoadBalancer()
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"warmup", lb.GetWarmup() != nil},
+		{"warmupDurationSecs", lb.GetWarmupDurationSecs() != nil},
+		{"zoneAwareLbSetting", lb.GetZoneAwareLbSetting() != nil},
+	} {
+		if f.set {
+			c.status.IgnoreEnvoy(path+".loadBalancer."+f.name, "not generated yet")
+			c.status.IgnoreGRPC(path+".loadBalancer."+f.name, "not generated yet; grpc-go has no slow start or zone-aware balancing")
+		}
+	}
 	return &model.TrafficPolicy{
 		LoadBalancer:     convertLB(lb),
 		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", lb.GetConsistentHash()),

@@ -10,6 +10,7 @@ import (
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -116,5 +117,29 @@ func TestConvertRuleLocalityLB(t *testing.T) {
 `), "cluster.local")
 	if got != nil || status.Refused == nil || status.Refused.Path != "spec.trafficPolicy.loadBalancer.localityLbSetting" {
 		t.Errorf("weights adding up to 50: %+v, %+v; want refused", got, status)
+	}
+}
+
+// TestLoadBalancerFieldsNotGenerated: loadBalancer fields meshpilot does
+// not generate are reported for both kinds of client, not dropped.
+func TestLoadBalancerFieldsNotGenerated(t *testing.T) {
+	got, status := ConvertDestinationRule(drFromYAML(t, `
+  host: svc
+  trafficPolicy:
+    loadBalancer: {simple: ROUND_ROBIN, warmup: {duration: 10s}, warmupDurationSecs: 10s}
+`), "cluster.local")
+	if got == nil {
+		t.Fatalf("refused: %+v", status.Refused)
+	}
+	paths := func(fs []configstatus.Field) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	want := []string{"spec.trafficPolicy.loadBalancer.warmup", "spec.trafficPolicy.loadBalancer.warmupDurationSecs"}
+	if !slices.Equal(paths(status.IgnoredEnvoy), want) || !slices.Equal(paths(status.IgnoredGRPC), want) {
+		t.Errorf("ignored for Envoy %v, for gRPC %v; want %v for both", paths(status.IgnoredEnvoy), paths(status.IgnoredGRPC), want)
 	}
 }
