@@ -63,7 +63,7 @@ func TestWildcardRulePush(t *testing.T) {
 	// Now that the wildcard has a rule, c's watch names its key.
 	awaitWatches(model.DestinationRuleKey(wildcard), 1)
 	policies.set(&model.DestinationRule{Namespace: "shop", Name: "shop-wide", Host: wildcard,
-		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 7}})
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, ConnectionPool: &model.ConnectionPool{MaxRequests: 7}}})
 	before := len(ts.logs.String())
 	ts.Push(pushOf(ruleChanged(wildcard)))
 	c.WaitUntil(ordersCluster+" has max_requests 7", func() bool {
