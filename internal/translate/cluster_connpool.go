@@ -49,7 +49,6 @@ func applyConnectionPool(c *cluster.Cluster, cp *model.ConnectionPool, protocol 
 		MaxPendingRequests: limit(cp.MaxPendingRequests),
 		MaxRequests:        limit(cp.MaxRequests),
 		MaxRetries:         limit(cp.MaxRetries),
-		TrackRemaining:     true,
 	}}}
 	c.ConnectTimeout = durationpb.New(envoyConnectTimeout)
 	if cp.ConnectTimeout > 0 {

@@ -90,7 +90,8 @@ func TestConnectionPoolAsIstiod(t *testing.T) {
 				t.Fatal(err)
 			}
 			th := envoy.GetCircuitBreakers().GetThresholds()
-			if len(th) != 1 || !th[0].GetTrackRemaining() {
+			// No track_remaining: istiod turns those metrics off by default.
+			if len(th) != 1 || th[0].GetTrackRemaining() {
 				t.Fatalf("Envoy thresholds %v", th)
 			}
 			got := [4]uint32{th[0].GetMaxConnections().GetValue(), th[0].GetMaxPendingRequests().GetValue(),
