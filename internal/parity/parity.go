@@ -14,20 +14,23 @@ package parity
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
 	"github.com/meshpilot/meshpilot/internal/modelcase"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -59,6 +62,9 @@ type CaseResult struct {
 	Intended int
 	// Compared counts the resources compared.
 	Compared int
+	// Err says why the case failed to run (its objects refused, a
+	// server that did not start or answer).
+	Err error
 }
 
 // Run runs every case in turn, each against an API server of its own.
@@ -69,7 +75,10 @@ func Run(ctx context.Context, o Options) ([]CaseResult, error) {
 		fmt.Fprintf(o.Log, "case %s\n", name)
 		res, err := runCase(ctx, o, name, path)
 		if err != nil {
-			return out, fmt.Errorf("case %s: %w", name, err)
+			if ctx.Err() != nil {
+				return out, err
+			}
+			res = &CaseResult{Name: name, Err: err}
 		}
 		out = append(out, *res)
 	}
@@ -288,32 +297,80 @@ func apply(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, o *ob
 			return fmt.Errorf("endpointslice %s/%s: %w", x.Namespace, x.Name, err)
 		}
 	}
-	ic, err := istioclient.NewForConfig(cfg)
+	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	net := ic.NetworkingV1()
-	for _, x := range in.ServiceEntries {
-		if _, err := net.ServiceEntries(x.Namespace).Create(ctx, x, create); err != nil {
-			return fmt.Errorf("ServiceEntry %s/%s: %w", x.Namespace, x.Name, err)
-		}
+	istio := []struct {
+		resource, kind string
+		objs           []any
+	}{
+		{"serviceentries", "ServiceEntry", anySlice(in.ServiceEntries)},
+		{"workloadentries", "WorkloadEntry", anySlice(in.WorkloadEntries)},
+		{"destinationrules", "DestinationRule", anySlice(in.DestinationRules)},
+		{"virtualservices", "VirtualService", anySlice(in.VirtualServices)},
 	}
-	for _, x := range in.WorkloadEntries {
-		if _, err := net.WorkloadEntries(x.Namespace).Create(ctx, x, create); err != nil {
-			return fmt.Errorf("WorkloadEntry %s/%s: %w", x.Namespace, x.Name, err)
-		}
-	}
-	for _, x := range in.DestinationRules {
-		if _, err := net.DestinationRules(x.Namespace).Create(ctx, x, create); err != nil {
-			return fmt.Errorf("DestinationRule %s/%s: %w", x.Namespace, x.Name, err)
-		}
-	}
-	for _, x := range in.VirtualServices {
-		if _, err := net.VirtualServices(x.Namespace).Create(ctx, x, create); err != nil {
-			return fmt.Errorf("VirtualService %s/%s: %w", x.Namespace, x.Name, err)
+	for _, kind := range istio {
+		gvr := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: kind.resource}
+		for _, x := range kind.objs {
+			u, err := unstructuredOf(x)
+			if err != nil {
+				return err
+			}
+			u.SetAPIVersion("networking.istio.io/v1")
+			u.SetKind(kind.kind)
+			if _, err := dc.Resource(gvr).Namespace(u.GetNamespace()).Create(ctx, u, create); err != nil {
+				return fmt.Errorf("%s %s/%s: %w", kind.resource, u.GetNamespace(), u.GetName(), err)
+			}
 		}
 	}
 	return nil
+}
+
+func anySlice[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// int64Fields are the Istio API's 64-bit integer fields: their JSON form
+// (protojson's) is a string, which the CRDs' schemas refuse.
+var int64Fields = map[string]bool{"minimumRingSize": true, "tableSize": true}
+
+// unstructuredOf is an Istio object as the API server takes it.
+func unstructuredOf(x any) (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(x)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	fixInt64(m)
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func fixInt64(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if s, ok := c.(string); ok && int64Fields[k] {
+				if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+					x[k] = n
+				}
+				continue
+			}
+			fixInt64(c)
+		}
+	case []any:
+		for _, c := range x {
+			fixInt64(c)
+		}
+	}
 }
 
 // Report prints the results: per case, the differences outside the
@@ -321,6 +378,9 @@ func apply(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, o *ob
 func Report(w io.Writer, results []CaseResult) (differences int) {
 	for _, r := range results {
 		switch {
+		case r.Err != nil:
+			fmt.Fprintf(w, "%s: failed: %v\n", r.Name, r.Err)
+			differences++
 		case r.Skipped != "":
 			fmt.Fprintf(w, "%s: not compared: %s\n", r.Name, r.Skipped)
 		case len(r.Differences) == 0:
