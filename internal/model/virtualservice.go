@@ -266,15 +266,17 @@ func older(a, b *VirtualService) bool {
 }
 
 // Add records a VirtualService for its host unless its namespace already
-// has one that comes first by name, and returns the one that lost (nil
-// when none did): two VirtualServices of one namespace may not claim one
-// host.
+// has an older one, and returns the one that lost (nil when none did):
+// two VirtualServices of one namespace may not claim one host, and
+// Istio keeps the oldest (by creation time, then by name: Created is
+// whole seconds from the API server, so ties are common), whatever
+// the order they arrive in.
 func (h *HostVirtualServices) Add(vs *VirtualService) (lost *VirtualService) {
 	for i, cur := range *h {
 		if cur.Namespace != vs.Namespace {
 			continue
 		}
-		if vs.Name < cur.Name {
+		if older(vs, cur) {
 			(*h)[i] = vs
 			return cur
 		}
@@ -301,7 +303,7 @@ type StaticRoutes struct {
 }
 
 // NewStaticRoutes indexes VirtualServices by host; of two of one
-// namespace for one host, the first by name wins.
+// namespace for one host, the older wins (HostVirtualServices.Add).
 func NewStaticRoutes(vss []*VirtualService) *StaticRoutes {
 	r := &StaticRoutes{byHost: map[Hostname]HostVirtualServices{}}
 	for _, vs := range vss {
