@@ -131,8 +131,9 @@ type RouteDestination struct {
 	// Port is the destination's port; 0: the only port of the host's
 	// service, else the port of the route (Istio's choice).
 	Port int32
-	// Weight is the destination's share of requests in percent; one
-	// destination alone has 100.
+	// Weight is the destination's share of requests relative to the
+	// other destinations' of its route (Istio's: they need not add up to
+	// 100); 0 gets none. One destination alone has 100.
 	Weight int32
 	// Headers changes the headers of the requests sent to this
 	// destination and of their responses (Envoy only).

@@ -2,6 +2,7 @@ package crd
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,8 +65,8 @@ func nonGRPCRetryOn(retryOn string) []string {
 // object is refused (Status.Refused: the first problem found) or routes
 // nothing for the mesh (other gateways only, wildcard hosts only).
 //
-// Refused: weights of a route that do not add up to 100, a destination
-// naming a subset no DestinationRule defines, a regular expression that
+// Refused: several destinations of a route whose weights are all 0, a
+// destination naming a subset no DestinationRule defines, a regular expression that
 // is not RE2, an unknown gRPC status, a route with nowhere to go.
 // Fields a gRPC client cannot honour (query, method, authority, scheme,
 // source or withoutHeaders matches, redirect, directResponse, rewrite,
@@ -336,11 +337,19 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 		total += int64(dst.Weight)
 		out.Route = append(out.Route, dst)
 	}
+	// Weights are relative, as Istio reads them: a lone destination gets
+	// every request whatever its weight, and among several a weight of 0
+	// gets none (the route leaves it out). Istio's validation refuses
+	// only several destinations whose weights are all 0, where nothing
+	// is left; a total beyond 2^32-1 is refused too, because grpc-go
+	// NACKs it and Envoy rejects it.
 	switch {
-	case len(out.Route) == 1 && (total == 0 || total == 100):
+	case len(out.Route) == 1:
 		out.Route[0].Weight = 100
-	case len(out.Route) > 0 && total != 100:
-		c.status.RefuseAt(path+".route", fmt.Sprintf("the weights add up to %d, not 100", total))
+	case len(out.Route) > 1 && total == 0:
+		c.status.RefuseAt(path+".route", "the weights add up to 0: no destination would get a request")
+	case total > math.MaxUint32:
+		c.status.RefuseAt(path+".route", fmt.Sprintf("the weights add up to %d, beyond %d", total, uint32(math.MaxUint32)))
 	}
 }
 

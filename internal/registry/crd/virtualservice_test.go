@@ -125,12 +125,11 @@ func TestVirtualServiceRules(t *testing.T) {
 	}{
 		{name: "plain", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}}]", applies: true},
 		{name: "a lone destination of weight 100", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}, weight: 100}]", applies: true},
-		{name: "weights short of 100", refused: "spec.http[0].route", spec: `  hosts: [reviews]
+		{name: "weights of several destinations all 0", refused: "spec.http[0].route", spec: `  hosts: [reviews]
   http:
   - route:
-    - {destination: {host: reviews, subset: v1}, weight: 70}
-    - {destination: {host: reviews, subset: v2}, weight: 20}`},
-		{name: "a lone destination of weight 50", refused: "spec.http[0].route", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}, weight: 50}]"},
+    - {destination: {host: reviews, subset: v1}, weight: 0}
+    - {destination: {host: reviews, subset: v2}}`},
 		{name: "unknown subset", refused: "spec.http[0].route[0].destination.subset", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews, subset: v3}}]"},
 		{name: "subset of a host without rule", refused: "spec.http[0].route[0].destination.subset", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: ratings, subset: v1}}]"},
 		{name: "bad uri regex", refused: "spec.http[0].match[0].uri.regex", spec: "  hosts: [reviews]\n  http:\n  - match: [{uri: {regex: \"/pkg(\"}}]" + to},
