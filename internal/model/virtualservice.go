@@ -24,11 +24,6 @@ type VirtualService struct {
 	// Created orders VirtualServices of equal standing for one host, as
 	// Istio orders them (oldest first); zero when unknown (a file).
 	Created time.Time
-	// NotForGRPC, when set, says why proxyless gRPC clients do not follow
-	// it: some route uses what grpc-go cannot honour (a redirect, a query
-	// match...). Such clients get the host's plain default route rather
-	// than a route that does something else than written.
-	NotForGRPC string
 }
 
 // HTTPRoute is one http route: the requests it matches and what happens
@@ -48,10 +43,11 @@ type HTTPRoute struct {
 	Retries *HTTPRetry
 	Fault   *HTTPFault
 	// Redirect and DirectResponse answer the request without a
-	// destination (Envoy only: the VirtualService is NotForGRPC).
+	// destination (grpc-go fails the RPCs such a route matches).
 	Redirect       *HTTPRedirect
 	DirectResponse *HTTPDirectResponse
-	// Rewrite and Mirror change and copy the request (Envoy only).
+	// Rewrite and Mirror change and copy the request (Envoy only:
+	// grpc-go does neither).
 	Rewrite *HTTPRewrite
 	Mirror  []HTTPMirror
 	// Headers changes the headers of requests and responses (Envoy
@@ -92,7 +88,7 @@ type HTTPMatch struct {
 	IgnoreURICase bool
 	// Headers all match; Invert ones must not (withoutHeaders).
 	Headers []HeaderMatch
-	// QueryParams all match (Envoy only).
+	// QueryParams all match (grpc-go skips a route that has any).
 	QueryParams []HeaderMatch
 	// Port, when not 0, restricts the match to the route of that port.
 	Port int32

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
@@ -74,5 +75,85 @@ func TestWeightsAreRelative(t *testing.T) {
 				t.Errorf("%s, gRPC %v: weighted clusters %v, want %v", tc.name, c.GRPC, got, tc.want)
 			}
 		}
+	}
+}
+
+// TestGRPCClientsGetWhatTheyCanHonour: a field grpc-go cannot honour no
+// longer costs gRPC clients the whole VirtualService: the route pinned
+// to v1 keeps its subset, timeout and retries, as istiod's does, while
+// what grpc-go would ignore (mirror, rewrite) is left out and routes it
+// skips or fails (a query match, a redirect) are sent as istiod sends
+// them. Envoy gets everything.
+func TestGRPCClientsGetWhatTheyCanHonour(t *testing.T) {
+	host := model.ServiceHostname("reviews", "default", "")
+	v1 := model.ClusterName(9080, "v1", host)
+	pinned := model.HTTPRoute{Route: []model.RouteDestination{{Host: host, Subset: "v1", Weight: 100}},
+		Timeout: 3 * time.Second, Retries: &model.HTTPRetry{Attempts: 1, RetryOn: "unavailable"}}
+	with := func(f func(r *model.HTTPRoute)) model.HTTPRoute {
+		r := pinned
+		f(&r)
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		routes []model.HTTPRoute
+		// the gRPC client's routes: "v1" the pinned route, "redirect",
+		// "direct", "query" a route with a query match
+		grpc []string
+	}{
+		{"mirror", []model.HTTPRoute{with(func(r *model.HTTPRoute) {
+			r.Mirror = []model.HTTPMirror{{Destination: model.RouteDestination{Host: host, Subset: "v2"}, Percent: 100}}
+		})}, []string{"v1"}},
+		{"rewrite", []model.HTTPRoute{with(func(r *model.HTTPRoute) { r.Rewrite = &model.HTTPRewrite{URI: "/x", Authority: "other"} })}, []string{"v1"}},
+		{"regex rewrite", []model.HTTPRoute{with(func(r *model.HTTPRoute) { r.Rewrite = &model.HTTPRewrite{RegexMatch: "^/a", RegexSubstitute: "/b"} })}, []string{"v1"}},
+		{"a redirect before", []model.HTTPRoute{{Match: []model.HTTPMatch{{URI: &model.StringMatch{Kind: model.MatchPrefix, Value: "/old"}}},
+			Redirect: &model.HTTPRedirect{URI: "/new"}}, pinned}, []string{"redirect", "v1"}},
+		{"a direct response before", []model.HTTPRoute{{Match: []model.HTTPMatch{{URI: &model.StringMatch{Kind: model.MatchPrefix, Value: "/down"}}},
+			DirectResponse: &model.HTTPDirectResponse{Status: 503}}, pinned}, []string{"direct", "v1"}},
+		{"a query match before", []model.HTTPRoute{with(func(r *model.HTTPRoute) {
+			r.Match = []model.HTTPMatch{{QueryParams: []model.HeaderMatch{{Name: "debug", StringMatch: model.StringMatch{Kind: model.MatchExact, Value: "1"}}}}}
+		}), pinned}, []string{"query", "v1"}},
+		{"a method match before", []model.HTTPRoute{with(func(r *model.HTTPRoute) {
+			r.Match = []model.HTTPMatch{{Headers: []model.HeaderMatch{{Name: ":method", StringMatch: model.StringMatch{Kind: model.MatchExact, Value: "GET"}}}}}
+		}), pinned}, []string{"v1", "v1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, name := routeParityGenerator(t, &model.VirtualService{Namespace: "default", Name: "r", Hosts: []model.Hostname{host}, HTTP: tc.routes})
+			routes, _ := generatedRoutes(t, g, &Client{GRPC: true, Namespace: "default"}, name)
+			var got []string
+			for _, r := range routes {
+				a := r.GetRoute()
+				switch {
+				case r.GetRedirect() != nil:
+					got = append(got, "redirect")
+				case r.GetDirectResponse() != nil:
+					got = append(got, "direct")
+				case len(r.GetMatch().GetQueryParameters()) > 0:
+					got = append(got, "query")
+				case a.GetCluster() == v1:
+					got = append(got, "v1")
+					if a.GetMaxStreamDuration().GetMaxStreamDuration().AsDuration() != 3*time.Second || a.GetRetryPolicy().GetNumRetries().GetValue() != 1 {
+						t.Errorf("the pinned route lost its timeout or retries: %v", a)
+					}
+					if len(a.GetRequestMirrorPolicies()) > 0 || a.GetPrefixRewrite() != "" || a.GetRegexRewrite() != nil || a.GetHostRewriteLiteral() != "" {
+						t.Errorf("a gRPC client got what grpc-go ignores: %v", a)
+					}
+				default:
+					got = append(got, fmt.Sprint(r))
+				}
+			}
+			if !slices.Equal(got, tc.grpc) {
+				t.Errorf("gRPC client's routes %v, want %v", got, tc.grpc)
+			}
+			envoy, _ := generatedRoutes(t, g, &Client{Namespace: "default"}, name)
+			if len(envoy) != len(routes) {
+				t.Errorf("Envoy got %d routes, gRPC %d: want the same routes", len(envoy), len(routes))
+			}
+			last := envoy[len(envoy)-1].GetRoute()
+			if len(tc.routes[len(tc.routes)-1].Mirror) > 0 && len(last.GetRequestMirrorPolicies()) == 0 ||
+				tc.routes[len(tc.routes)-1].Rewrite != nil && last.GetPrefixRewrite() == "" && last.GetRegexRewrite() == nil {
+				t.Errorf("Envoy lost the mirror or rewrite: %v", last)
+			}
+		})
 	}
 }
