@@ -92,6 +92,18 @@ type HTTPMatch struct {
 	QueryParams []HeaderMatch
 	// Port, when not 0, restricts the match to the route of that port.
 	Port int32
+	// SourceLabels and SourceNamespace, when set, restrict the match to
+	// clients whose labels include them and of that namespace (Istio's
+	// sourceMatchHTTP): the route generator leaves the match out for
+	// other clients.
+	SourceLabels    Labels
+	SourceNamespace string
+}
+
+// AppliesTo reports whether the match applies to a client of namespace
+// ns with labels.
+func (m *HTTPMatch) AppliesTo(ns string, labels map[string]string) bool {
+	return (m.SourceNamespace == "" || m.SourceNamespace == ns) && m.SourceLabels.Matches(labels)
 }
 
 // MatchKind says how a StringMatch compares.

@@ -68,6 +68,17 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 			if m.Port != 0 && m.Port != port {
 				continue
 			}
+			// As istiod: a match for other clients is left out of this
+			// client's routes, which then depend on what it checks.
+			if m.SourceNamespace != "" {
+				vary |= VaryNamespace
+			}
+			if len(m.SourceLabels) > 0 {
+				vary |= VaryLabels
+			}
+			if !m.AppliesTo(c.Namespace, c.labels) {
+				continue
+			}
 			if action == nil {
 				var v Vary
 				action, deps, v = g.vsAction(c, svc, port, hr, deps)

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
@@ -124,6 +126,61 @@ func TestRoutesAsIstiodServesThem(t *testing.T) {
 		}
 	})
 
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestSourceLabelsWithGRPCClients: a route whose match names
+// sourceLabels takes only the RPCs of clients with those labels: a
+// client whose node says them (metadata LABELS), and one whose Pod has
+// them though its node says nothing; a client with other labels gets the
+// next route.
+func TestSourceLabelsWithGRPCClients(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.113", "127.0.0.114")
+	v1, v2 := bs[0], bs[1]
+	createService(t, ns, "reviews", 9080)
+	versionedBackends(t, ns, "reviews", bs, "v1", "v2")
+	// The Pod of the third client, at a documentation address (its node
+	// id's) that no backend uses.
+	const podIP = "192.0.2.213"
+	env.RunningPod(t, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "tester", Namespace: ns, Labels: map[string]string{"app": "tester"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app:1"}}},
+	}, podIP)
+	istio := startIstio(t, ns)
+	istio.destinationRule(t, "reviews", versionSubsets)
+	istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - match:
+    - sourceLabels: {app: tester}
+    route:
+    - destination: {host: reviews, subset: v2}
+  - route:
+    - destination: {host: reviews, subset: v1}`)
+	srv := istio.serve(t)
+	channel := func(o grpctest.ChannelOptions) *grpc.ClientConn {
+		o.Namespace, o.MapAddress = ns, grpctest.DocToLoopback
+		return grpctest.Channel(t, srv.XDSAddr(), "xds:///reviews:9080", o)
+	}
+	byNode := channel(grpctest.ChannelOptions{Labels: map[string]string{"app": "tester", "version": "v3"}})
+	byPod := channel(grpctest.ChannelOptions{IP: podIP})
+	other := channel(grpctest.ChannelOptions{Labels: map[string]string{"app": "web"}})
+	grpctest.AwaitSpread(t, byNode, v2)
+	grpctest.AwaitSpread(t, byPod, v2)
+	grpctest.AwaitSpread(t, other, v1)
+	for name, cc := range map[string]*grpc.ClientConn{"LABELS": byNode, "its Pod": byPod} {
+		if counts := grpctest.CountRPCs(t, cc, 50); counts[v2.Addr] != 50 {
+			t.Errorf("the client labelled by %s: RPCs served %v, want all 50 by v2", name, counts)
+		}
+	}
+	if counts := grpctest.CountRPCs(t, other, 50); counts[v1.Addr] != 50 {
+		t.Errorf("the other client: RPCs served %v, want all 50 by v1", counts)
+	}
+	if st, _ := istio.status.Get(configstatus.Ref{Kind: "VirtualService", Namespace: ns, Name: "reviews"}); !st.OK() {
+		t.Errorf("status %+v, want applied in full", st)
+	}
 	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}

@@ -393,8 +393,14 @@ func (c *vsConverter) match(path string, m *apinetworking.HTTPMatchRequest) (mod
 		out.QueryParams = c.headers(path+".queryParams", q, false)
 	}
 	if len(m.GetSourceLabels()) > 0 || m.GetSourceNamespace() != "" {
-		c.ignoreBoth(path, "matches on the client's labels or namespace are not implemented: the match is left out")
-		return out, false
+		if len(m.GetGateways()) > 0 {
+			// istiod's sourceMatchHTTP checks a match's gateways
+			// instead of the client's labels and namespace.
+			c.ignoreBoth(path+".sourceLabels", "a match that names gateways applies to every client of them, as in istiod: sourceLabels and sourceNamespace are not checked")
+		} else {
+			out.SourceLabels = model.Labels(m.GetSourceLabels())
+			out.SourceNamespace = m.GetSourceNamespace()
+		}
 	}
 	return out, true
 }

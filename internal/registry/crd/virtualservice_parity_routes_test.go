@@ -1,8 +1,11 @@
 package crd
 
 import (
+	"maps"
 	"slices"
 	"testing"
+
+	"github.com/meshpilot/meshpilot/internal/model"
 )
 
 // TestVirtualServiceWeightsAreRelative: weights are shares relative to
@@ -45,6 +48,46 @@ func TestVirtualServiceWeightsAreRelative(t *testing.T) {
 			}
 			if !slices.Equal(weights, tc.weights) {
 				t.Errorf("weights %v, want %v", weights, tc.weights)
+			}
+		})
+	}
+}
+
+// TestVirtualServiceSourceMatches: sourceLabels and sourceNamespace are
+// kept on their match for the route generator to check against each
+// client, for gRPC clients and Envoy alike; a match that names gateways
+// does not check them, as in istiod, and says so.
+func TestVirtualServiceSourceMatches(t *testing.T) {
+	const to = "\n    route: [{destination: {host: reviews}}]"
+	for _, tc := range []struct {
+		name, match string
+		labels      model.Labels
+		namespace   string
+		ignored     []string // paths, for both kinds of client
+	}{
+		{"sourceLabels", "{sourceLabels: {app: tester}}", model.Labels{"app": "tester"}, "", nil},
+		{"sourceNamespace", "{sourceNamespace: qa}", nil, "qa", nil},
+		{"both, with a header", "{sourceLabels: {app: tester}, sourceNamespace: qa, headers: {x: {exact: z}}}", model.Labels{"app": "tester"}, "qa", nil},
+		{"with the mesh gateway", "{gateways: [mesh], sourceLabels: {app: tester}}", nil, "", []string{"spec.http[0].match[0].sourceLabels"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, st := ConvertVirtualService(vsFromYAML(t, "vs", "  hosts: [reviews]\n  http:\n  - match: ["+tc.match+"]"+to), ConvertOptions{})
+			if st.Refused != nil || got == nil || len(got.HTTP) != 1 || len(got.HTTP[0].Match) != 1 {
+				t.Fatalf("converted %+v, status %+v: want one route with its match", got, st)
+			}
+			m := got.HTTP[0].Match[0]
+			if !maps.Equal(m.SourceLabels, tc.labels) || m.SourceNamespace != tc.namespace {
+				t.Errorf("source labels %v, namespace %q; want %v, %q", m.SourceLabels, m.SourceNamespace, tc.labels, tc.namespace)
+			}
+			var grpc, envoy []string
+			for _, f := range st.IgnoredGRPC {
+				grpc = append(grpc, f.Path)
+			}
+			for _, f := range st.IgnoredEnvoy {
+				envoy = append(envoy, f.Path)
+			}
+			if !slices.Equal(grpc, tc.ignored) || !slices.Equal(envoy, tc.ignored) {
+				t.Errorf("ignored for gRPC %v, for Envoy %v; want %v for both", grpc, envoy, tc.ignored)
 			}
 		})
 	}
