@@ -185,3 +185,44 @@ func TestSourceLabelsWithGRPCClients(t *testing.T) {
 		t.Fatalf("%d NACKs", n)
 	}
 }
+
+// TestWorkloadSelectorRuleWithGRPCClients: a DestinationRule with a
+// workloadSelector applies to the matching clients of its namespace
+// only: its subset v1 (the v2 Pod) for a client labelled app=tester,
+// while another client keeps the plain rule's v1, which the selector
+// rule, first by name, neither refuses nor hides.
+func TestWorkloadSelectorRuleWithGRPCClients(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.115", "127.0.0.116")
+	v1, v2 := bs[0], bs[1]
+	createService(t, ns, "reviews", 9080)
+	versionedBackends(t, ns, "reviews", bs, "v1", "v2")
+	istio := startIstio(t, ns)
+	istio.destinationRule(t, "reviews", versionSubsets)
+	istio.destinationRule(t, "a-testers", `  host: reviews
+  workloadSelector: {matchLabels: {app: tester}}
+  subsets:
+  - {name: v1, labels: {version: v2}}`)
+	istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v1}`)
+	srv := istio.serve(t)
+	channel := func(labels map[string]string) *grpc.ClientConn {
+		return grpctest.Channel(t, srv.XDSAddr(), "xds:///reviews:9080", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback, Labels: labels})
+	}
+	tester, other := channel(map[string]string{"app": "tester"}), channel(map[string]string{"app": "web"})
+	grpctest.AwaitSpread(t, tester, v2)
+	grpctest.AwaitSpread(t, other, v1)
+	if counts := grpctest.CountRPCs(t, other, 50); counts[v1.Addr] != 50 {
+		t.Errorf("the other client: RPCs served %v, want all 50 by v1", counts)
+	}
+	for _, name := range []string{"reviews", "a-testers"} {
+		if st, _ := istio.status.Get(configstatus.Ref{Kind: "DestinationRule", Namespace: ns, Name: name}); st.Refused != nil {
+			t.Errorf("%s refused: %+v", name, st.Refused)
+		}
+	}
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
