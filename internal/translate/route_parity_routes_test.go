@@ -157,3 +157,36 @@ func TestGRPCClientsGetWhatTheyCanHonour(t *testing.T) {
 		})
 	}
 }
+
+// TestNothingAfterACatchAll: as istiod, the routes after one that
+// matches every request ("/" or ".*", no header or query condition) are
+// not sent, since no request reaches them; a route that matches every
+// request of other clients only (sourceLabels) does not end a client's
+// list.
+func TestNothingAfterACatchAll(t *testing.T) {
+	host := model.ServiceHostname("reviews", "default", "")
+	to := func(subset string) []model.RouteDestination {
+		return []model.RouteDestination{{Host: host, Subset: subset, Weight: 100}}
+	}
+	prefix := func(p string) *model.StringMatch { return &model.StringMatch{Kind: model.MatchPrefix, Value: p} }
+	for _, tc := range []struct {
+		name  string
+		first model.HTTPMatch
+		want  int // routes sent
+	}{
+		{"prefix /", model.HTTPMatch{URI: prefix("/")}, 1},
+		{"regex .*", model.HTTPMatch{URI: &model.StringMatch{Kind: model.MatchRegex, Value: ".*"}}, 1},
+		{"this port", model.HTTPMatch{Port: 9080}, 1},
+		{"another prefix", model.HTTPMatch{URI: prefix("/a")}, 2},
+		{"a header", model.HTTPMatch{Headers: []model.HeaderMatch{{Name: "x", StringMatch: model.StringMatch{Kind: model.MatchPresent}}}}, 2},
+		{"for other clients", model.HTTPMatch{SourceLabels: model.Labels{"app": "tester"}}, 1},
+	} {
+		g, name := routeParityGenerator(t, &model.VirtualService{Namespace: "default", Name: "r", Hosts: []model.Hostname{host},
+			HTTP: []model.HTTPRoute{{Match: []model.HTTPMatch{tc.first}, Route: to("v1")}, {Route: to("v2")}}})
+		for _, c := range []*Client{{GRPC: true, Namespace: "default"}, {Namespace: "default"}} {
+			if routes, _ := generatedRoutes(t, g, c, name); len(routes) != tc.want {
+				t.Errorf("%s, gRPC %v: %d routes, want %d", tc.name, c.GRPC, len(routes), tc.want)
+			}
+		}
+	}
+}

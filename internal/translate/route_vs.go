@@ -95,9 +95,33 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 				ResponseHeadersToRemove: action.ResponseHeadersToRemove,
 			}
 			out = append(out, r)
+			if catchAll(r.Match) {
+				// As istiod: no request gets past a route that matches
+				// every request, so the routes after it are not sent.
+				return out, deps, vary
+			}
 		}
 	}
 	return out, deps, vary
+}
+
+// catchAll reports whether a route's match takes every request, as
+// istiod's IsCatchAllRoute tells: the path "/" (or the regex ".*") and
+// no header or query condition.
+func catchAll(m *route.RouteMatch) bool {
+	switch p := m.GetPathSpecifier().(type) {
+	case *route.RouteMatch_Prefix:
+		if p.Prefix != "/" {
+			return false
+		}
+	case *route.RouteMatch_SafeRegex:
+		if p.SafeRegex.GetRegex() != ".*" {
+			return false
+		}
+	default:
+		return false
+	}
+	return len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0
 }
 
 // vsAction builds what a route does (its Match left empty), shared by the
