@@ -90,8 +90,8 @@ func TestStatusConfig(t *testing.T) {
 
 // TestStatusConfigFromServe runs meshpilot serve against a real API
 // server with Istio's CRDs: a DestinationRule with a misplaced wildcard
-// in its host and a VirtualService whose weights add up to 90 show as
-// refused on
+// in its host and a VirtualService whose two destinations both have
+// weight 0 show as refused on
 // /debug/configz, in meshpilot_config_objects and in `status config`
 // (exit 79), each logged once; fixing them applies them.
 func TestStatusConfigFromServe(t *testing.T) {
@@ -126,7 +126,7 @@ func TestStatusConfigFromServe(t *testing.T) {
 	vsAPI := rules.NetworkingV1().VirtualServices(ns)
 	vs, err := vsAPI.Create(ctx, &networkingv1.VirtualService{
 		ObjectMeta: metav1.ObjectMeta{Name: "reviews", Namespace: ns},
-		Spec:       apinetworking.VirtualService{Hosts: []string{"reviews"}, Http: route(50, 40)},
+		Spec:       apinetworking.VirtualService{Hosts: []string{"reviews"}, Http: route(0, 0)},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestStatusConfigFromServe(t *testing.T) {
 	want(configstatus.StateRefused)
 	out, code := runStatus(t, "--server", server, "config")
 	wantOut := fmt.Sprintf("Error [refused] (DestinationRule %[1]s/reviews) spec.host: a wildcard is allowed only as the whole first label (\"*.example.com\")\n"+
-		"Error [refused] (VirtualService %[1]s/reviews) spec.http[0].route: the weights add up to 90, not 100\n"+
+		"Error [refused] (VirtualService %[1]s/reviews) spec.http[0].route: the weights add up to 0: no destination would get a request\n"+
 		"2 Istio objects: 2 refused, 0 partial, 0 applied.\n"+
 		"meshpilot: 2 objects refused: not applied, the last good version of each stays in force\n", ns)
 	if out != wantOut || code != exitRefused {

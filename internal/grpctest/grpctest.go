@@ -126,6 +126,9 @@ type ChannelOptions struct {
 	// ClusterID, when set, is the CLUSTER_ID node metadata: the cluster
 	// the client runs in.
 	ClusterID string
+	// Labels, when set, are the LABELS node metadata: the workload's
+	// labels, as Istio's bootstraps write them.
+	Labels map[string]string
 	// XDSCredentials makes the channel secure its connections as the
 	// clusters' TLS contexts say (gRFC A29), with the certificate
 	// providers of its bootstrap; plaintext where they say nothing.
@@ -149,12 +152,15 @@ func Channel(t testing.TB, xdsAddr, target string, o ChannelOptions) *grpc.Clien
 	if ip == "" {
 		ip = "127.0.0.1"
 	}
-	metadata := map[string]string{"GENERATOR": o.Generator, "NAMESPACE": ns}
+	metadata := map[string]any{"GENERATOR": o.Generator, "NAMESPACE": ns}
 	if o.NodeName != "" {
 		metadata["NODE_NAME"] = o.NodeName
 	}
 	if o.ClusterID != "" {
 		metadata["CLUSTER_ID"] = o.ClusterID
+	}
+	if o.Labels != nil {
+		metadata["LABELS"] = o.Labels
 	}
 	node, err := json.Marshal(map[string]any{
 		"id":       fmt.Sprintf("sidecar~%s~client-%d.%s~%s.svc.cluster.local", ip, nodeSeq.Add(1), ns, ns),

@@ -26,6 +26,12 @@ type DestinationRule struct {
 	// writes them: "*" every namespace, "." the rule's own, "~" none;
 	// empty means every namespace.
 	ExportTo []string
+	// Selector, when not nil, is the rule's workloadSelector: it applies
+	// only to the clients of its namespace whose labels match (an empty
+	// one to every client of its namespace), ExportTo aside
+	// (policy_selector.go). Created orders such rules, oldest first.
+	Selector *Labels
+	Created  time.Time
 }
 
 // VisibleTo reports whether clients of namespace ns see the rule.
@@ -464,12 +470,17 @@ type StaticPolicies struct {
 	root      string
 	byHost    map[Hostname]HostRules
 	wildcards []Hostname // the wildcard hosts of byHost, most specific first
+	selectors SelectorRules
 }
 
 // NewStaticPolicies indexes rules; rootNamespace holds mesh-wide rules.
 func NewStaticPolicies(rootNamespace string, rules []*DestinationRule) *StaticPolicies {
 	p := &StaticPolicies{root: rootNamespace, byHost: map[Hostname]HostRules{}}
 	for _, r := range rules {
+		if r.Selector != nil {
+			p.selectors.Add(r)
+			continue
+		}
 		h := p.byHost[r.Host]
 		if h == nil {
 			h = HostRules{}

@@ -24,11 +24,6 @@ type VirtualService struct {
 	// Created orders VirtualServices of equal standing for one host, as
 	// Istio orders them (oldest first); zero when unknown (a file).
 	Created time.Time
-	// NotForGRPC, when set, says why proxyless gRPC clients do not follow
-	// it: some route uses what grpc-go cannot honour (a redirect, a query
-	// match...). Such clients get the host's plain default route rather
-	// than a route that does something else than written.
-	NotForGRPC string
 }
 
 // HTTPRoute is one http route: the requests it matches and what happens
@@ -48,10 +43,11 @@ type HTTPRoute struct {
 	Retries *HTTPRetry
 	Fault   *HTTPFault
 	// Redirect and DirectResponse answer the request without a
-	// destination (Envoy only: the VirtualService is NotForGRPC).
+	// destination (grpc-go fails the RPCs such a route matches).
 	Redirect       *HTTPRedirect
 	DirectResponse *HTTPDirectResponse
-	// Rewrite and Mirror change and copy the request (Envoy only).
+	// Rewrite and Mirror change and copy the request (Envoy only:
+	// grpc-go does neither).
 	Rewrite *HTTPRewrite
 	Mirror  []HTTPMirror
 	// Headers changes the headers of requests and responses (Envoy
@@ -92,10 +88,22 @@ type HTTPMatch struct {
 	IgnoreURICase bool
 	// Headers all match; Invert ones must not (withoutHeaders).
 	Headers []HeaderMatch
-	// QueryParams all match (Envoy only).
+	// QueryParams all match (grpc-go skips a route that has any).
 	QueryParams []HeaderMatch
 	// Port, when not 0, restricts the match to the route of that port.
 	Port int32
+	// SourceLabels and SourceNamespace, when set, restrict the match to
+	// clients whose labels include them and of that namespace (Istio's
+	// sourceMatchHTTP): the route generator leaves the match out for
+	// other clients.
+	SourceLabels    Labels
+	SourceNamespace string
+}
+
+// AppliesTo reports whether the match applies to a client of namespace
+// ns with labels.
+func (m *HTTPMatch) AppliesTo(ns string, labels map[string]string) bool {
+	return (m.SourceNamespace == "" || m.SourceNamespace == ns) && m.SourceLabels.Matches(labels)
 }
 
 // MatchKind says how a StringMatch compares.
@@ -131,8 +139,9 @@ type RouteDestination struct {
 	// Port is the destination's port; 0: the only port of the host's
 	// service, else the port of the route (Istio's choice).
 	Port int32
-	// Weight is the destination's share of requests in percent; one
-	// destination alone has 100.
+	// Weight is the destination's share of requests relative to the
+	// other destinations' of its route (Istio's: they need not add up to
+	// 100); 0 gets none. One destination alone has 100.
 	Weight int32
 	// Headers changes the headers of the requests sent to this
 	// destination and of their responses (Envoy only).
@@ -266,15 +275,17 @@ func older(a, b *VirtualService) bool {
 }
 
 // Add records a VirtualService for its host unless its namespace already
-// has one that comes first by name, and returns the one that lost (nil
-// when none did): two VirtualServices of one namespace may not claim one
-// host.
+// has an older one, and returns the one that lost (nil when none did):
+// two VirtualServices of one namespace may not claim one host, and
+// Istio keeps the oldest (by creation time, then by name: Created is
+// whole seconds from the API server, so ties are common), whatever
+// the order they arrive in.
 func (h *HostVirtualServices) Add(vs *VirtualService) (lost *VirtualService) {
 	for i, cur := range *h {
 		if cur.Namespace != vs.Namespace {
 			continue
 		}
-		if vs.Name < cur.Name {
+		if older(vs, cur) {
 			(*h)[i] = vs
 			return cur
 		}
@@ -301,7 +312,7 @@ type StaticRoutes struct {
 }
 
 // NewStaticRoutes indexes VirtualServices by host; of two of one
-// namespace for one host, the first by name wins.
+// namespace for one host, the older wins (HostVirtualServices.Add).
 func NewStaticRoutes(vss []*VirtualService) *StaticRoutes {
 	r := &StaticRoutes{byHost: map[Hostname]HostVirtualServices{}}
 	for _, vs := range vss {

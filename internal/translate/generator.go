@@ -80,6 +80,10 @@ const (
 	VaryLocality
 	// VaryCluster: the client's cluster (Client.ClusterID) matters.
 	VaryCluster
+	// VaryLabels: the client's labels matter (a route's sourceLabels, a
+	// DestinationRule's workloadSelector). Only what reads a rule that
+	// selects by labels names it, so other clients keep sharing.
+	VaryLabels
 )
 
 // Variant is the part of a client that a Vary selects; clients with equal
@@ -93,6 +97,7 @@ type Variant struct {
 	subzone      string
 	addresses    string // Client.IPs, joined by commas
 	cluster      string
+	labels       string // Client.labelsKey
 }
 
 // Of is the variant of c that v selects.
@@ -118,6 +123,9 @@ func (v Vary) Of(c *Client) Variant {
 	}
 	if v&VaryAddresses != 0 {
 		out.addresses = strings.Join(c.IPs, ",")
+	}
+	if v&VaryLabels != 0 {
+		out.labels = c.labelsKey
 	}
 	return out
 }

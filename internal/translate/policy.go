@@ -44,10 +44,51 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 	}
 	deps = o.Policies.AppendDestinationRuleKeys(deps, svc.Hostname)
 	rule, byClient := o.Policies.DestinationRuleFor(svc.Hostname, svc.Namespace, c.Namespace)
+	var vary Vary
 	if byClient {
-		return rule, deps, VaryNamespace
+		vary = VaryNamespace
 	}
-	return rule, deps, 0
+	if sel, v := selectorRule(o.Policies, c, svc.Hostname, rule); v != 0 {
+		vary |= v
+		if sel != nil {
+			rule = sel
+		}
+	}
+	return rule, deps, vary
+}
+
+// selectorRule finds the rule with a workloadSelector that a client
+// follows to host instead of plain, the rule chosen without them, as
+// istiod's SidecarScope.DestinationRule picks it: the first of the
+// client's namespace whose selector matches its labels. One for a
+// wildcard does not beat plain when plain is the namespace's own rule
+// for the host itself, the more specific match. Unlike istiod, a client
+// that no selector matches keeps plain even when its namespace has only
+// selector rules for the host (istiod leaves it without any rule). The
+// answer varies by namespace once any namespace has such a rule for the
+// host, and by labels for the clients of a namespace that has one.
+func selectorRule(p model.PolicyIndex, c *Client, host model.Hostname, plain *model.DestinationRule) (*model.DestinationRule, Vary) {
+	sp, ok := p.(model.SelectorPolicyIndex)
+	if !ok {
+		return nil, 0
+	}
+	rules, anyNS := sp.SelectorRulesFor(host, c.Namespace)
+	if !anyNS {
+		return nil, 0
+	}
+	if len(rules) == 0 {
+		return nil, VaryNamespace
+	}
+	ownExact := plain != nil && plain.Namespace == c.Namespace && plain.Host == host
+	for _, r := range rules {
+		if r.Host != host && ownExact {
+			break // the wildcards come last
+		}
+		if r.Selects(c.labels) {
+			return r, VaryNamespace | VaryLabels
+		}
+	}
+	return nil, VaryNamespace | VaryLabels
 }
 
 // applyTrafficPolicy sets a cluster's load balancing and connection pool

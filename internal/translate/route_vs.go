@@ -27,9 +27,7 @@ import (
 const faultFilterName = "envoy.filters.http.fault"
 
 // virtualService returns the VirtualService a client follows to a
-// service, adding its key to deps and what the answer varies by. A
-// VirtualService gRPC clients cannot honour (NotForGRPC) is not theirs:
-// nil for them.
+// service, adding its key to deps and what the answer varies by.
 func (g *routeGenerator) virtualService(c *Client, svc *model.Service, deps []model.ConfigKey) (*model.VirtualService, []model.ConfigKey, Vary) {
 	if g.Routes == nil {
 		return nil, deps, 0
@@ -44,11 +42,8 @@ func (g *routeGenerator) virtualService(c *Client, svc *model.Service, deps []mo
 		return nil, deps, vary
 	}
 	// gRPC clients and Envoy get a VirtualService's routes in two forms
-	// (the timeout), or one of them not at all.
+	// (the timeout, what grpc-go does not do).
 	vary |= VaryKind
-	if c.GRPC && vs.NotForGRPC != "" {
-		return nil, deps, vary
-	}
 	return vs, deps, vary
 }
 
@@ -73,6 +68,17 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 			if m.Port != 0 && m.Port != port {
 				continue
 			}
+			// As istiod: a match for other clients is left out of this
+			// client's routes, which then depend on what it checks.
+			if m.SourceNamespace != "" {
+				vary |= VaryNamespace
+			}
+			if len(m.SourceLabels) > 0 {
+				vary |= VaryLabels
+			}
+			if !m.AppliesTo(c.Namespace, c.labels) {
+				continue
+			}
 			if action == nil {
 				var v Vary
 				action, deps, v = g.vsAction(c, svc, port, hr, deps)
@@ -89,9 +95,33 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 				ResponseHeadersToRemove: action.ResponseHeadersToRemove,
 			}
 			out = append(out, r)
+			if catchAll(r.Match) {
+				// As istiod: no request gets past a route that matches
+				// every request, so the routes after it are not sent.
+				return out, deps, vary
+			}
 		}
 	}
 	return out, deps, vary
+}
+
+// catchAll reports whether a route's match takes every request, as
+// istiod's IsCatchAllRoute tells: the path "/" (or the regex ".*") and
+// no header or query condition.
+func catchAll(m *route.RouteMatch) bool {
+	switch p := m.GetPathSpecifier().(type) {
+	case *route.RouteMatch_Prefix:
+		if p.Prefix != "/" {
+			return false
+		}
+	case *route.RouteMatch_SafeRegex:
+		if p.SafeRegex.GetRegex() != ".*" {
+			return false
+		}
+	default:
+		return false
+	}
+	return len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0
 }
 
 // vsAction builds what a route does (its Match left empty), shared by the
@@ -173,7 +203,9 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 		}
 		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
-	if rw := hr.Rewrite; rw != nil {
+	// grpc-go neither rewrites nor mirrors requests: gRPC clients get the
+	// route without them, where istiod sends what grpc-go ignores.
+	if rw := hr.Rewrite; rw != nil && envoy {
 		switch {
 		case rw.RegexMatch != "":
 			a.RegexRewrite = &matcher.RegexMatchAndSubstitute{Pattern: &matcher.RegexMatcher{Regex: rw.RegexMatch}, Substitution: rw.RegexSubstitute}
@@ -189,7 +221,8 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 	if authority = cmp.Or(authority, destAuthority); authority != "" {
 		a.HostRewriteSpecifier = &route.RouteAction_HostRewriteLiteral{HostRewriteLiteral: authority}
 	}
-	for _, m := range hr.Mirror {
+	for i := 0; envoy && i < len(hr.Mirror); i++ {
+		m := &hr.Mirror[i]
 		name, _, _, ds, dv := g.destinationCluster(c, svc, port, m.Destination, deps)
 		deps = ds
 		vary |= dv

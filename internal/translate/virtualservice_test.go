@@ -8,11 +8,11 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-// TestVirtualServiceNotForGRPC: a VirtualService gRPC clients cannot
-// honour leaves them the default route, while Envoy gets its routes; and
-// a VirtualService whose routes all match another port leaves this
-// port's default route.
-func TestVirtualServiceNotForGRPC(t *testing.T) {
+// TestVirtualServiceRedirectAndOtherPort: a redirect goes to gRPC
+// clients as to Envoy, as istiod sends it (grpc-go fails the RPCs it
+// matches); and a VirtualService whose routes all match another port
+// leaves this port's default route.
+func TestVirtualServiceRedirectAndOtherPort(t *testing.T) {
 	st := model.NewStore()
 	svc := service("reviews", "default", 9080)
 	st.Update(svc, nil)
@@ -24,14 +24,13 @@ func TestVirtualServiceNotForGRPC(t *testing.T) {
 	first := func(c *Client) *route.Route {
 		return g.Generate(c, name).Resource.(*route.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0]
 	}
-	redirect := &model.VirtualService{Namespace: "default", Name: "r", Hosts: []model.Hostname{host}, NotForGRPC: "spec.http[0].redirect",
+	redirect := &model.VirtualService{Namespace: "default", Name: "r", Hosts: []model.Hostname{host},
 		HTTP: []model.HTTPRoute{{Redirect: &model.HTTPRedirect{URI: "/elsewhere"}}}}
 	routes.set(redirect)
-	if r := first(grpcClient); r.GetRoute().GetCluster() != name {
-		t.Errorf("gRPC client: %v, want the default route", r)
-	}
-	if r := first(envoy); r.GetRedirect().GetPathRedirect() != "/elsewhere" {
-		t.Errorf("Envoy: %v, want the redirect", r)
+	for _, c := range []*Client{grpcClient, envoy} {
+		if r := first(c); r.GetRedirect().GetPathRedirect() != "/elsewhere" {
+			t.Errorf("grpc %v: %v, want the redirect", c.GRPC, r)
+		}
 	}
 	if res := g.Generate(grpcClient, name); res.Vary&VaryKind == 0 {
 		t.Errorf("vary %v: the answer depends on the client's kind", res.Vary)

@@ -74,7 +74,10 @@
 // truncated (MaxNACKBytes), at most one line per client and interval.
 // New streams are paced (Options.MaxNewStreamsPerSecond, ratelimit.go),
 // and client facts meshpilot does not know make no cache variant of
-// their own (facts.go). A closed stream leaves no goroutine, client
+// their own (facts.go). A node's LABELS are kept within
+// translate.MaxClientLabels and Kubernetes' sizes, and make a variant
+// only of the routes that check them (sourceLabels): at most one per
+// label set a client holds. A closed stream leaves no goroutine, client
 // state, watch or unsent response behind.
 //
 // # Client state

@@ -216,14 +216,16 @@ func (s *Server) nextVersion() string {
 // leaves out from the workload behind its address, as Istio reads a
 // proxy's node and locality from its pod: grpc-go sends the bootstrap's
 // locality, which is often empty, and node metadata only if the bootstrap
-// has it.
+// has it. The workload's labels replace the node's LABELS, as istiod's
+// SetWorkloadLabels does: a Pod's labels are the API server's word, the
+// node's only the client's.
 func (s *Server) client(n *core.Node) translate.Client {
 	c := translate.ClientFromNode(n)
 	// One name for the local cluster, so that clients that name it and
 	// clients that do not share what varies by cluster.
 	c.ClusterID = cmp.Or(c.ClusterID, s.opts.LocalClusterID, model.DefaultClusterID)
 	s.knownFacts(&c)
-	if s.opts.Workloads == nil || (c.NodeName != "" && c.Locality != (model.Locality{})) {
+	if s.opts.Workloads == nil {
 		return c
 	}
 	for _, ip := range c.IPs {
@@ -236,6 +238,9 @@ func (s *Server) client(n *core.Node) translate.Client {
 		}
 		if c.Locality == (model.Locality{}) {
 			c.Locality = w.Locality
+		}
+		if w.Labels != nil {
+			c.SetLabels(w.Labels)
 		}
 		break
 	}

@@ -63,6 +63,19 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		Host:      host,
 		Policy:    c.trafficPolicy("spec.trafficPolicy", dr.Spec.GetTrafficPolicy()),
 		ExportTo:  dr.Spec.GetExportTo(),
+		Created:   dr.CreationTimestamp.Time,
+	}
+	if ws := dr.Spec.GetWorkloadSelector(); ws != nil {
+		sel := model.Labels(ws.GetMatchLabels())
+		if sel == nil {
+			sel = model.Labels{}
+		}
+		out.Selector = &sel
+		if len(out.ExportTo) > 0 {
+			const why = "a rule with a workloadSelector applies to the matching clients of its own namespace only, as in Istio"
+			c.status.IgnoreGRPC("spec.exportTo", why)
+			c.status.IgnoreEnvoy("spec.exportTo", why)
+		}
 	}
 	seen := map[string]int{} // subset name -> index
 	for i, s := range dr.Spec.GetSubsets() {

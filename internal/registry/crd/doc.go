@@ -53,11 +53,11 @@
 // VirtualServices reach xDS through Routes (model.RouteIndex): each
 // converted for the mesh gateway (ConvertVirtualService: http routes with
 // their matches, weighted destinations, timeout, retries and fault),
-// refused when it cannot work (weights not adding up to 100, a subset no
-// DestinationRule defines, a regular expression that is not RE2, a host
-// claimed by an earlier VirtualService of the namespace), kept from gRPC
-// clients whole when they could not honour a route, and reported through
-// a configstatus.Reporter. A change is a model.ConfigChanged event with
+// refused when it cannot work (several destinations all of weight 0, a
+// subset no DestinationRule defines, a regular expression that is not
+// RE2, a host claimed by an older VirtualService of the namespace),
+// served to gRPC clients as istiod serves them, and reported through a
+// configstatus.Reporter (what grpc-go does not honour with it). A change is a model.ConfigChanged event with
 // the VirtualServiceKey of the hosts it touched.
 // ServiceEntries and WorkloadEntries reach xDS through registry/
 // serviceentry, a source of the aggregate registry that reads this

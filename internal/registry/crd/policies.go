@@ -38,6 +38,10 @@ type PolicyOptions struct {
 // in the old or the new root namespace, the only hosts whose choice of
 // rule it can change.
 //
+// A rule with a workloadSelector is kept apart (policies_selector.go):
+// it applies only to the matching clients of its namespace
+// (model.SelectorPolicyIndex) and takes no part in the choice below.
+//
 // Two rules of one namespace for one host are not merged as Istio merges
 // them: the first by name applies and the others are refused (their
 // status says which rule won), until it goes. When exportTo hides the
@@ -55,7 +59,7 @@ type Policies struct {
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards root, rules, naming, current, byHost and wildcards
+	mu sync.RWMutex // guards root, rules, naming, current, byHost, wildcards and selectors
 	// root is the root namespace in force.
 	root string
 	// rules holds each object's converted rule, by namespace/name: its
@@ -74,6 +78,10 @@ type Policies struct {
 	byHost map[model.Hostname]model.HostRules
 	// wildcards are the wildcard hosts of byHost, most specific first.
 	wildcards []model.Hostname
+	// selectors holds the rules with a workloadSelector, kept out of
+	// naming and byHost: they neither shadow nor are shadowed by the
+	// rules chosen there (policies_selector.go).
+	selectors model.SelectorRules
 }
 
 // NewPolicies builds the policy view of reg; it follows reg's events, so
@@ -127,6 +135,7 @@ func (p *Policies) onEvent(ev Event) {
 		p.opts.Status.Delete(ref)
 	}
 	hosts := p.set(key, now)
+	p.reportSelectors(hosts)
 	p.reportShadowed(hosts)
 	p.notify(hosts)
 }
@@ -183,9 +192,13 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 	var hosts []model.Hostname
 	if old := p.rules[key]; old != nil {
 		hosts = append(hosts, old.Host)
-		delete(p.naming[old.Host], key)
+		if !p.unsetSelector(old) {
+			delete(p.naming[old.Host], key)
+		}
 	}
-	if rule != nil {
+	if rule != nil && p.setSelector(key, rule) {
+		hosts = append(hosts, rule.Host)
+	} else if rule != nil {
 		p.rules[key] = rule
 		hosts = append(hosts, rule.Host)
 		if p.naming[rule.Host] == nil {
@@ -264,7 +277,7 @@ func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
 		}
 		return false
 	}
-	if defines(p.byHost[host]) {
+	if defines(p.byHost[host]) || p.selectors.DefinesSubset(host, subset) {
 		return true
 	}
 	for _, w := range p.wildcards {

@@ -2,6 +2,7 @@ package crd
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -29,10 +30,19 @@ const meshGateway = "mesh"
 // Why a field is not applied, as reported.
 const (
 	whyGatewayOnly = "meshpilot serves the mesh gateway (sidecars and proxyless clients) only"
-	whyNotForGRPC  = "grpc-go cannot honour it: the VirtualService does not apply to gRPC clients, which get the host's default route"
-	whyNotEnvoy    = "not implemented for Envoy yet"
-	whyNoHeaderOps = "grpc-go does not change request or response headers"
-	whyNoPerTry    = "grpc-go has no per-attempt timeout"
+	// What grpc-go does with the routes istiod sends it, which meshpilot
+	// sends alike (the rest of the VirtualService applies).
+	whyGRPCNoRedirect = "grpc-go cannot redirect: it fails the RPCs this route matches with UNAVAILABLE (as with istiod); the other routes apply"
+	whyGRPCNoDirect   = "grpc-go cannot answer by itself: it fails the RPCs this route matches with UNAVAILABLE (as with istiod); the other routes apply"
+	whyGRPCNoRewrite  = "grpc-go does not rewrite requests: not sent, the route applies without it"
+	whyGRPCNoMirror   = "grpc-go does not mirror requests: not sent, the route applies without it"
+	whyGRPCNoCORS     = "CORS does not concern gRPC clients: not sent (istiod sends a CORS filter config, which grpc-go NACKs with the whole route configuration)"
+	whyGRPCNoQuery    = "grpc-go skips a route that matches query parameters (as with istiod): this match never applies to gRPC clients, the others do"
+	whyGRPCNoPseudo   = "grpc-go does not match pseudo-headers (as with istiod): this match never applies to gRPC clients, the others do"
+	whyGRPCWithout    = "grpc-go does not match a request that lacks the header (as with istiod): for gRPC clients the match needs the header present with another value"
+	whyNotEnvoy       = "not implemented for Envoy yet"
+	whyNoHeaderOps    = "grpc-go does not change request or response headers"
+	whyNoPerTry       = "grpc-go has no per-attempt timeout"
 )
 
 // grpcCodes are the gRPC status names an abort may give, as Istio
@@ -64,16 +74,19 @@ func nonGRPCRetryOn(retryOn string) []string {
 // object is refused (Status.Refused: the first problem found) or routes
 // nothing for the mesh (other gateways only, wildcard hosts only).
 //
-// Refused: weights of a route that do not add up to 100, a destination
-// naming a subset no DestinationRule defines, a regular expression that
+// Refused: several destinations of a route whose weights are all 0, a
+// destination naming a subset no DestinationRule defines, a regular expression that
 // is not RE2, an unknown gRPC status, a route with nowhere to go.
-// Fields a gRPC client cannot honour (query, method, authority, scheme,
-// source or withoutHeaders matches, redirect, directResponse, rewrite,
-// mirror, CORS) keep the whole VirtualService from gRPC clients
-// (NotForGRPC), each reported; fields grpc-go merely ignores (header
-// changes, perTryTimeout) are reported and sent. Envoy gets what is
-// implemented (matches, redirect, directResponse, rewrite, mirror, header
-// changes, as istiod writes them); the rest (CORS) is reported.
+// gRPC clients get the VirtualService as istiod serves it to them, and
+// each field grpc-go does not honour is reported with what it does
+// instead: a route grpc-go cannot take (redirect, directResponse) fails
+// the RPCs it matches, a match it cannot evaluate (query, method,
+// authority, scheme) never applies, withoutHeaders needs the header
+// present; rewrite, mirror, CORS and header changes are not sent (it
+// would ignore them, or NACK CORS), perTryTimeout is sent and ignored.
+// Envoy gets what is implemented (matches, redirect, directResponse,
+// rewrite, mirror, header changes, as istiod writes them); the rest
+// (CORS) is reported.
 func ConvertVirtualService(vs *networkingv1.VirtualService, o ConvertOptions) (*model.VirtualService, configstatus.Status) {
 	c := &vsConverter{opts: o, ns: vs.Namespace}
 	out := c.convert(vs)
@@ -87,20 +100,11 @@ type vsConverter struct {
 	opts   ConvertOptions
 	ns     string
 	status configstatus.Status
-	// notForGRPC collects the paths that keep the VirtualService from
-	// gRPC clients.
-	notForGRPC []string
 }
 
 func (c *vsConverter) ignoreBoth(path, why string) {
 	c.status.IgnoreGRPC(path, why)
 	c.status.IgnoreEnvoy(path, why)
-}
-
-// grpcCannot marks a field gRPC clients cannot honour.
-func (c *vsConverter) grpcCannot(path string) {
-	c.notForGRPC = append(c.notForGRPC, path)
-	c.status.IgnoreGRPC(path, whyNotForGRPC)
 }
 
 func (c *vsConverter) convert(vs *networkingv1.VirtualService) *model.VirtualService {
@@ -144,9 +148,6 @@ func (c *vsConverter) convert(vs *networkingv1.VirtualService) *model.VirtualSer
 		if route, ok := c.route(fmt.Sprintf("spec.http[%d]", i), r); ok {
 			out.HTTP = append(out.HTTP, route)
 		}
-	}
-	if len(c.notForGRPC) > 0 {
-		out.NotForGRPC = strings.Join(c.notForGRPC, ", ") + ": not honoured by grpc-go"
 	}
 	if len(out.Hosts) == 0 {
 		return nil
@@ -204,7 +205,7 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 		out.Headers = convertHeaders(h)
 	}
 	if r.GetCorsPolicy() != nil {
-		c.grpcCannot(path + ".corsPolicy")
+		c.status.IgnoreGRPC(path+".corsPolicy", whyGRPCNoCORS)
 		c.status.IgnoreEnvoy(path+".corsPolicy", whyNotEnvoy)
 	}
 	c.mirrors(path, r, &out)
@@ -215,21 +216,21 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 // rewrite: all for Envoy only.
 func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
 	if rd := r.GetRedirect(); rd != nil {
-		c.grpcCannot(path + ".redirect")
+		c.status.IgnoreGRPC(path+".redirect", whyGRPCNoRedirect)
 		out.Redirect = &model.HTTPRedirect{URI: rd.GetUri(), Authority: rd.GetAuthority(), Code: rd.GetRedirectCode()}
 		if rd.GetRedirectPort() != nil || rd.GetScheme() != "" || rd.GetPrefixRewrite() != "" {
 			c.status.IgnoreEnvoy(path+".redirect", "only uri, authority and redirectCode are implemented")
 		}
 	}
 	if dr := r.GetDirectResponse(); dr != nil {
-		c.grpcCannot(path + ".directResponse")
+		c.status.IgnoreGRPC(path+".directResponse", whyGRPCNoDirect)
 		out.DirectResponse = &model.HTTPDirectResponse{Status: dr.GetStatus(), Body: dr.GetBody().GetString_()}
 		if len(dr.GetBody().GetBytes()) > 0 {
 			out.DirectResponse.Body = string(dr.GetBody().GetBytes())
 		}
 	}
 	if rw := r.GetRewrite(); rw != nil {
-		c.grpcCannot(path + ".rewrite")
+		c.status.IgnoreGRPC(path+".rewrite", whyGRPCNoRewrite)
 		out.Rewrite = &model.HTTPRewrite{URI: rw.GetUri(), Authority: rw.GetAuthority(),
 			RegexMatch: rw.GetUriRegexRewrite().GetMatch(), RegexSubstitute: rw.GetUriRegexRewrite().GetRewrite()}
 		if out.Rewrite.RegexMatch != "" {
@@ -256,7 +257,7 @@ func convertHeaders(h *apinetworking.Headers) *model.HTTPHeaders {
 // requests, 0 is none.
 func (c *vsConverter) mirrors(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
 	add := func(field string, d *apinetworking.Destination, p *apinetworking.Percent, deprecated *uint32) {
-		c.grpcCannot(field)
+		c.status.IgnoreGRPC(field, whyGRPCNoMirror)
 		host, ok := ruleHost(d.GetHost(), c.ns, c.opts.DomainSuffix)
 		if !ok {
 			c.status.RefuseAt(field+".host", fmt.Sprintf("%q is not a service host", d.GetHost()))
@@ -336,11 +337,19 @@ func (c *vsConverter) destinations(path string, r *apinetworking.HTTPRoute, out 
 		total += int64(dst.Weight)
 		out.Route = append(out.Route, dst)
 	}
+	// Weights are relative, as Istio reads them: a lone destination gets
+	// every request whatever its weight, and among several a weight of 0
+	// gets none (the route leaves it out). Istio's validation refuses
+	// only several destinations whose weights are all 0, where nothing
+	// is left; a total beyond 2^32-1 is refused too, because grpc-go
+	// NACKs it and Envoy rejects it.
 	switch {
-	case len(out.Route) == 1 && (total == 0 || total == 100):
+	case len(out.Route) == 1:
 		out.Route[0].Weight = 100
-	case len(out.Route) > 0 && total != 100:
-		c.status.RefuseAt(path+".route", fmt.Sprintf("the weights add up to %d, not 100", total))
+	case len(out.Route) > 1 && total == 0:
+		c.status.RefuseAt(path+".route", "the weights add up to 0: no destination would get a request")
+	case total > math.MaxUint32:
+		c.status.RefuseAt(path+".route", fmt.Sprintf("the weights add up to %d, beyond %d", total, uint32(math.MaxUint32)))
 	}
 }
 
@@ -360,7 +369,7 @@ func (c *vsConverter) match(path string, m *apinetworking.HTTPMatchRequest) (mod
 	}
 	out.Headers = c.headers(path+".headers", m.GetHeaders(), false)
 	if wh := m.GetWithoutHeaders(); len(wh) > 0 {
-		c.grpcCannot(path + ".withoutHeaders")
+		c.status.IgnoreGRPC(path+".withoutHeaders", whyGRPCWithout)
 		out.Headers = append(out.Headers, c.headers(path+".withoutHeaders", wh, true)...)
 	}
 	for _, pseudo := range []struct {
@@ -374,19 +383,24 @@ func (c *vsConverter) match(path string, m *apinetworking.HTTPMatchRequest) (mod
 		if pseudo.m == nil {
 			continue
 		}
-		c.grpcCannot(path + "." + pseudo.field)
+		c.status.IgnoreGRPC(path+"."+pseudo.field, whyGRPCNoPseudo)
 		if sm, ok := c.stringMatch(path+"."+pseudo.field, pseudo.m); ok {
 			out.Headers = append(out.Headers, model.HeaderMatch{Name: pseudo.header, StringMatch: sm})
 		}
 	}
 	if q := m.GetQueryParams(); len(q) > 0 {
-		c.grpcCannot(path + ".queryParams")
+		c.status.IgnoreGRPC(path+".queryParams", whyGRPCNoQuery)
 		out.QueryParams = c.headers(path+".queryParams", q, false)
 	}
 	if len(m.GetSourceLabels()) > 0 || m.GetSourceNamespace() != "" {
-		c.grpcCannot(path + ".sourceLabels")
-		c.status.IgnoreEnvoy(path, "matches on the client's labels or namespace are not implemented: the match is left out")
-		return out, false
+		if len(m.GetGateways()) > 0 {
+			// istiod's sourceMatchHTTP checks a match's gateways
+			// instead of the client's labels and namespace.
+			c.ignoreBoth(path+".sourceLabels", "a match that names gateways applies to every client of them, as in istiod: sourceLabels and sourceNamespace are not checked")
+		} else {
+			out.SourceLabels = model.Labels(m.GetSourceLabels())
+			out.SourceNamespace = m.GetSourceNamespace()
+		}
 	}
 	return out, true
 }

@@ -111,26 +111,24 @@ func TestConvertVirtualService(t *testing.T) {
 	}
 }
 
-// TestVirtualServiceRules: what is refused (with the field), what keeps
-// the VirtualService from gRPC clients, and what is ignored.
+// TestVirtualServiceRules: what is refused (with the field) and what is
+// ignored, for which kind of client.
 func TestVirtualServiceRules(t *testing.T) {
 	const to = "\n    route: [{destination: {host: reviews}}]"
 	for _, tc := range []struct {
 		name, spec   string
 		refused      string   // field path; "" applied
 		applies      bool     // the mesh gets a VirtualService
-		notForGRPC   bool     // gRPC clients do not follow it
 		grpcIgnored  []string // paths
 		envoyIgnored []string
 	}{
 		{name: "plain", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}}]", applies: true},
 		{name: "a lone destination of weight 100", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}, weight: 100}]", applies: true},
-		{name: "weights short of 100", refused: "spec.http[0].route", spec: `  hosts: [reviews]
+		{name: "weights of several destinations all 0", refused: "spec.http[0].route", spec: `  hosts: [reviews]
   http:
   - route:
-    - {destination: {host: reviews, subset: v1}, weight: 70}
-    - {destination: {host: reviews, subset: v2}, weight: 20}`},
-		{name: "a lone destination of weight 50", refused: "spec.http[0].route", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews}, weight: 50}]"},
+    - {destination: {host: reviews, subset: v1}, weight: 0}
+    - {destination: {host: reviews, subset: v2}}`},
 		{name: "unknown subset", refused: "spec.http[0].route[0].destination.subset", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: reviews, subset: v3}}]"},
 		{name: "subset of a host without rule", refused: "spec.http[0].route[0].destination.subset", spec: "  hosts: [reviews]\n  http:\n  - route: [{destination: {host: ratings, subset: v1}}]"},
 		{name: "bad uri regex", refused: "spec.http[0].match[0].uri.regex", spec: "  hosts: [reviews]\n  http:\n  - match: [{uri: {regex: \"/pkg(\"}}]" + to},
@@ -141,21 +139,21 @@ func TestVirtualServiceRules(t *testing.T) {
 		{name: "nowhere to go", refused: "spec.http[0].route", spec: "  hosts: [reviews]\n  http:\n  - timeout: 1s"},
 		{name: "other gateways only", spec: "  hosts: [reviews]\n  gateways: [ingress]\n  http:\n  - route: [{destination: {host: reviews}}]",
 			grpcIgnored: []string{"spec.gateways[0]"}, envoyIgnored: []string{"spec.gateways[0]"}},
-		{name: "query match", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - match: [{queryParams: {a: {exact: b}}}]" + to,
+		{name: "query match", applies: true, spec: "  hosts: [reviews]\n  http:\n  - match: [{queryParams: {a: {exact: b}}}]" + to,
 			grpcIgnored: []string{"spec.http[0].match[0].queryParams"}},
-		{name: "redirect", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - redirect: {uri: /x}",
+		{name: "redirect", applies: true, spec: "  hosts: [reviews]\n  http:\n  - redirect: {uri: /x}",
 			grpcIgnored: []string{"spec.http[0].redirect"}},
-		{name: "direct response", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - directResponse: {status: 503}",
+		{name: "direct response", applies: true, spec: "  hosts: [reviews]\n  http:\n  - directResponse: {status: 503}",
 			grpcIgnored: []string{"spec.http[0].directResponse"}},
-		{name: "mirror", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - mirror: {host: ratings}" + to,
+		{name: "mirror", applies: true, spec: "  hosts: [reviews]\n  http:\n  - mirror: {host: ratings}" + to,
 			grpcIgnored: []string{"spec.http[0].mirror"}},
-		{name: "mirrors", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - mirrors: [{destination: {host: ratings}, percentage: {value: 5}}]" + to,
+		{name: "mirrors", applies: true, spec: "  hosts: [reviews]\n  http:\n  - mirrors: [{destination: {host: ratings}, percentage: {value: 5}}]" + to,
 			grpcIgnored: []string{"spec.http[0].mirrors[0].destination"}},
 		{name: "bad rewrite regex", refused: "spec.http[0].rewrite.uriRegexRewrite.match", spec: "  hosts: [reviews]\n  http:\n  - rewrite: {uriRegexRewrite: {match: \"(\", rewrite: x}}" + to,
 			grpcIgnored: []string{"spec.http[0].rewrite"}},
-		{name: "rewrite", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - rewrite: {uri: /x}" + to,
+		{name: "rewrite", applies: true, spec: "  hosts: [reviews]\n  http:\n  - rewrite: {uri: /x}" + to,
 			grpcIgnored: []string{"spec.http[0].rewrite"}},
-		{name: "CORS", applies: true, notForGRPC: true, spec: "  hosts: [reviews]\n  http:\n  - corsPolicy: {allowOrigins: [{exact: a}]}" + to,
+		{name: "CORS", applies: true, spec: "  hosts: [reviews]\n  http:\n  - corsPolicy: {allowOrigins: [{exact: a}]}" + to,
 			grpcIgnored: []string{"spec.http[0].corsPolicy"}, envoyIgnored: []string{"spec.http[0].corsPolicy"}},
 		{name: "header changes are only ignored", applies: true, spec: "  hosts: [reviews]\n  http:\n  - headers: {request: {set: {a: b}}}" + to,
 			grpcIgnored: []string{"spec.http[0].headers"}},
@@ -171,9 +169,6 @@ func TestVirtualServiceRules(t *testing.T) {
 			}
 			if (got != nil) != tc.applies {
 				t.Fatalf("converted %v, want a VirtualService: %v", got, tc.applies)
-			}
-			if got != nil && (got.NotForGRPC != "") != tc.notForGRPC {
-				t.Errorf("NotForGRPC %q, want set: %v", got.NotForGRPC, tc.notForGRPC)
 			}
 			paths := func(fs []configstatus.Field) []string {
 				var out []string

@@ -30,8 +30,9 @@ type RouteOptions struct {
 // (model.RouteIndex): converted (ConvertVirtualService), indexed by host
 // and chosen for a client as Istio chooses (model.HostVirtualServices).
 // A refused object keeps its last good version in force; of two
-// VirtualServices of one namespace that claim one host, the first by
-// name has it and the other is reported refused for that host. A change
+// VirtualServices of one namespace that claim one host, the older has it
+// (model.HostVirtualServices.Add) and the other is reported refused for
+// that host. A change
 // is reported, once visible, as a model.ConfigChanged event with the
 // VirtualServiceKey of each host the object routed before or routes now.
 type Routes struct {
@@ -236,7 +237,7 @@ func (r *Routes) reindex(h model.Hostname) []*model.VirtualService {
 }
 
 // report records an object's status: its conversion's, refused for a
-// host another VirtualService of its namespace claims first.
+// host an older VirtualService of its namespace claims.
 func (r *Routes) report(key string) {
 	r.mu.RLock()
 	status, ok := r.converted[key]
@@ -246,7 +247,7 @@ func (r *Routes) report(key string) {
 			if first := r.byHost[h].In(vs.Namespace); first != nil && first != vs {
 				status.Refused = &configstatus.Field{
 					Path: fmt.Sprintf("spec.hosts[%d]", i),
-					Why:  fmt.Sprintf("VirtualService %s/%s, first by name, routes %s: this one does not", first.Namespace, first.Name, h),
+					Why:  fmt.Sprintf("VirtualService %s/%s, older (creationTimestamp, then name), routes %s: this one does not", first.Namespace, first.Name, h),
 				}
 				break
 			}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestVirtualServiceStatusNamesFileAndLine: in file mode a VirtualService
-// is refused as in a cluster (weights not adding up to 100), with the
+// is refused as in a cluster (two destinations both of weight 0), with the
 // file, line and document it was read from, and applied once mended.
 func TestVirtualServiceStatusNamesFileAndLine(t *testing.T) {
 	dir := t.TempDir()
@@ -38,7 +38,7 @@ spec:
 	for _, step := range []struct {
 		content, where, state, field string
 	}{
-		{goodService + "---\n" + vs("70", "20"), path + ":10 (document 2)", "refused", "spec.http[0].route"},
+		{goodService + "---\n" + vs("0", "0"), path + ":10 (document 2)", "refused", "spec.http[0].route"},
 		{vs("80", "20"), path + ":1 (document 1)", "applied", ""},
 	} {
 		if err := os.WriteFile(path, []byte(step.content), 0o644); err != nil {
