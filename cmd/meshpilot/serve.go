@@ -57,14 +57,17 @@ type serveFlags struct {
 	systemNamespace    string
 	clusterID          string
 	remoteSyncTimeout  time.Duration
-	balance            bool
-	systemNamespaceSet bool // --system-namespace given, not its default
-	balanceTolerance   float64
-	shedRate           float64
-	auditInterval      time.Duration
-	balanceInterval    time.Duration
-	shedMinAge         time.Duration
-	memoryLimitRatio   float64
+	// insecureKubeconfigOptions are the remote kubeconfig credentials
+	// allowed although they run commands or read files of meshpilot's.
+	insecureKubeconfigOptions []string
+	balance                   bool
+	systemNamespaceSet        bool // --system-namespace given, not its default
+	balanceTolerance          float64
+	shedRate                  float64
+	auditInterval             time.Duration
+	balanceInterval           time.Duration
+	shedMinAge                time.Duration
+	memoryLimitRatio          float64
 }
 
 func newServeCommand() *cobra.Command {
@@ -131,6 +134,8 @@ logged with its source and field while the last good one stays in force.
 	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config), and of the remote clusters' Secrets (labelled istio/multiCluster=true)")
 	fl.StringVar(&f.clusterID, "cluster-id", "Kubernetes", "ID of the local cluster (Istio's default); a remote Secret naming it is refused")
 	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
+	fl.StringSliceVar(&f.insecureKubeconfigOptions, "insecure-multicluster-kubeconfig-options", nil,
+		"remote Secrets' kubeconfig credentials to allow although whoever can write a Secret of --system-namespace then runs a command (exec) or sends a file of meshpilot's, such as its own service-account token, to a server of their choice (tokenFile, clientCertificate, clientKey), or uses an auth provider other than oidc (gcp, azure, openstack); comma separated, as istiod's PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS; default none: such a kubeconfig is refused and logged")
 	fl.DurationVar(&f.auditInterval, "audit-interval", 0, "every this long (jittered), compare the informer caches with a fresh LIST and the model with one rebuilt from it (as /debug/consistencyz does), and relist a kind whose difference outlived two audits; 0 means off")
 	fl.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "set the Go memory limit to this part of the container's memory limit (cgroup v2 or v1), so that the garbage collector works harder before the container is killed; unless the GOMEMLIMIT environment variable is set, which then stands; no cgroup limit sets nothing; 0 means off")
 	return cmd
@@ -176,7 +181,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance", "audit-interval"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "insecure-multicluster-kubeconfig-options", "balance", "audit-interval"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
