@@ -45,6 +45,7 @@ type serveFlags struct {
 	debounceLeading    bool
 	workers            int
 	debugAddr          string
+	debugAllowRemote   bool
 	drainDuration      time.Duration
 	maxConnAge         time.Duration
 	maxConnAgeGrace    time.Duration
@@ -108,8 +109,9 @@ logged with its source and field while the last good one stays in force.
 		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched, as is one matching MeshConfig's discoverySelectors (both apply within --namespaces); follows label and MeshConfig changes; a remote Secret's annotation meshpilot.io/discovery-selectors, one selector per line, replaces it for its clusters")
 	fl.StringVar(&f.domainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
-	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
-	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876")
+	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/, which answers only loopback callers unless --debug-allow-remote")
+	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876; a loopback address unless --debug-allow-remote")
+	fl.BoolVar(&f.debugAllowRemote, "debug-allow-remote", false, "serve /debug/ to callers that are not on loopback, and let --debug-addr listen on any address: the pages then show every service and any client's config, unauthenticated, to whoever reaches the port; without it they answer only loopback (kubectl port-forward) and others get 403")
 	fl.DurationVar(&f.drainDuration, "drain-duration", 5*time.Second, "on SIGTERM, how long open xDS streams are still served (readiness fails, new streams are refused) before they are closed")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
@@ -303,6 +305,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Logger:       log,
 
 		DebugAddr:             f.debugAddr,
+		DebugAllowRemote:      f.debugAllowRemote,
 		DrainDuration:         f.drainDuration,
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,
