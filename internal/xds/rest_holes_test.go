@@ -160,3 +160,38 @@ func TestRESTRacesPushesAndStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestRESTRacesRealGenerators: meshpilot's own generators, called by
+// REST requests of every type outside the server's lock while an Envoy
+// stream's watches and the pushes of a changing model call them under
+// it (run with -race: the generators must be safe for concurrent use).
+func TestRESTRacesRealGenerators(t *testing.T) {
+	ts := startServer(t, baseStore())
+	c := openADS(t, dial(t, ts.addr), envoyNode("stream"))
+	c.Subscribe(resource.ClusterType)
+	c.ACK(c.Next())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i, typ := range []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType} {
+		wg.Go(func() {
+			node := envoyNode(fmt.Sprint("rest-", i))
+			names := []string{model.ClusterName(9080, "", "reviews.default.svc.cluster.local"), "reviews.default.svc.cluster.local:9080"}
+			for ctx.Err() == nil {
+				if _, err := ts.fetch(ctx, &discovery.DiscoveryRequest{TypeUrl: typ, Node: node, ResourceNames: names}); err != nil && ctx.Err() == nil {
+					t.Error(err)
+					return
+				}
+				if _, err := ts.fetch(ctx, &discovery.DiscoveryRequest{TypeUrl: typ, Node: node}); err != nil && ctx.Err() == nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		ts.store.Update(service(fmt.Sprint("svc-", i%7), "default", 8080), endpoints(8080, model.Healthy, fmt.Sprint("10.2.0.", i%250+1)))
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+}
