@@ -36,13 +36,14 @@ func kubeOptions(f serveFlags, mesh *meshconfig.Watcher, log *slog.Logger) kube.
 // one does; call it before mesh runs.
 func remoteClusters(client *kubeapi.Client, mesh *meshconfig.Watcher, f serveFlags, log *slog.Logger, m *metrics.Metrics) (*multicluster.Controller, error) {
 	c, err := multicluster.New(multicluster.Options{
-		Secrets:                client.Secrets(f.systemNamespace),
-		Namespace:              f.systemNamespace,
-		LocalClusterID:         f.clusterID,
-		SyncTimeout:            f.remoteSyncTimeout,
-		Logger:                 log,
-		Scope:                  multicluster.Scope{Namespaces: f.namespaces, DiscoverySelectors: f.discoverySelectors},
-		MeshDiscoverySelectors: mesh.DiscoverySelectors(),
+		Secrets:                   client.Secrets(f.systemNamespace),
+		Namespace:                 f.systemNamespace,
+		LocalClusterID:            f.clusterID,
+		SyncTimeout:               f.remoteSyncTimeout,
+		InsecureKubeconfigOptions: f.insecureKubeconfigOptions,
+		Logger:                    log,
+		Scope:                     multicluster.Scope{Namespaces: f.namespaces, DiscoverySelectors: f.discoverySelectors},
+		MeshDiscoverySelectors:    mesh.DiscoverySelectors(),
 		NewRegistry: func(clusterID string, cfg *rest.Config, scope multicluster.Scope) (multicluster.Registry, error) {
 			cfg = kubeclient.WithOutageGate(cfg, kubeclient.OutageOptions{Logger: log.With("cluster", clusterID)})
 			remote, err := kubeapi.NewForConfig(cfg)

@@ -45,6 +45,7 @@ type serveFlags struct {
 	debounceLeading    bool
 	workers            int
 	debugAddr          string
+	debugAllowRemote   bool
 	drainDuration      time.Duration
 	maxConnAge         time.Duration
 	maxConnAgeGrace    time.Duration
@@ -57,14 +58,17 @@ type serveFlags struct {
 	systemNamespace    string
 	clusterID          string
 	remoteSyncTimeout  time.Duration
-	balance            bool
-	systemNamespaceSet bool // --system-namespace given, not its default
-	balanceTolerance   float64
-	shedRate           float64
-	auditInterval      time.Duration
-	balanceInterval    time.Duration
-	shedMinAge         time.Duration
-	memoryLimitRatio   float64
+	// insecureKubeconfigOptions are the remote kubeconfig credentials
+	// allowed although they run commands or read files of meshpilot's.
+	insecureKubeconfigOptions []string
+	balance                   bool
+	systemNamespaceSet        bool // --system-namespace given, not its default
+	balanceTolerance          float64
+	shedRate                  float64
+	auditInterval             time.Duration
+	balanceInterval           time.Duration
+	shedMinAge                time.Duration
+	memoryLimitRatio          float64
 }
 
 func newServeCommand() *cobra.Command {
@@ -105,8 +109,9 @@ logged with its source and field while the last good one stays in force.
 		"namespace label selector, e.g. 'env=prod,team in (a,b)'; repeatable, a namespace matching any is watched, as is one matching MeshConfig's discoverySelectors (both apply within --namespaces); follows label and MeshConfig changes; a remote Secret's annotation meshpilot.io/discovery-selectors, one selector per line, replaces it for its clusters")
 	fl.StringVar(&f.domainSuffix, "domain-suffix", model.DefaultDomainSuffix, "cluster domain that ends every service hostname")
 	fl.StringVar(&f.xdsAddr, "xds-addr", ":15010", "gRPC xDS listen address")
-	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/")
-	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876")
+	fl.StringVar(&f.httpAddr, "http-addr", ":15014", "HTTP listen address for /healthz, /readyz, /metrics, REST-JSON discovery and (without --debug-addr) /debug/, which answers only loopback callers unless --debug-allow-remote")
+	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve /debug/ (registryz, endpointz, syncz, config_dump, pprof) on this address instead of --http-addr, e.g. 127.0.0.1:9876; a loopback address unless --debug-allow-remote")
+	fl.BoolVar(&f.debugAllowRemote, "debug-allow-remote", false, "serve /debug/ to callers that are not on loopback, and let --debug-addr listen on any address: the pages then show every service and any client's config, unauthenticated, to whoever reaches the port; without it they answer only loopback (kubectl port-forward) and others get 403")
 	fl.DurationVar(&f.drainDuration, "drain-duration", 5*time.Second, "on SIGTERM, how long open xDS streams are still served (readiness fails, new streams are refused) before they are closed")
 	fl.DurationVar(&f.maxConnAge, "max-connection-age", 30*time.Minute, "close each xDS connection after about this long so that clients reconnect and spread over replicas; 0 means never")
 	fl.DurationVar(&f.maxConnAgeGrace, "max-connection-age-grace", server.DefaultMaxConnectionAgeGrace, "after --max-connection-age, how long open streams may go on before the connection is closed")
@@ -131,6 +136,8 @@ logged with its source and field while the last good one stays in force.
 	fl.StringVar(&f.systemNamespace, "system-namespace", "meshpilot-system", "namespace of ConfigMap istio, whose key mesh holds the MeshConfig (without --mesh-config), and of the remote clusters' Secrets (labelled istio/multiCluster=true)")
 	fl.StringVar(&f.clusterID, "cluster-id", "Kubernetes", "ID of the local cluster (Istio's default); a remote Secret naming it is refused")
 	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
+	fl.StringSliceVar(&f.insecureKubeconfigOptions, "insecure-multicluster-kubeconfig-options", nil,
+		"remote Secrets' kubeconfig credentials to allow although whoever can write a Secret of --system-namespace then runs a command (exec) or sends a file of meshpilot's, such as its own service-account token, to a server of their choice (tokenFile, clientCertificate, clientKey), or uses an auth provider other than oidc (gcp, azure, openstack); comma separated, as istiod's PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS; default none: such a kubeconfig is refused and logged")
 	fl.DurationVar(&f.auditInterval, "audit-interval", 0, "every this long (jittered), compare the informer caches with a fresh LIST and the model with one rebuilt from it (as /debug/consistencyz does), and relist a kind whose difference outlived two audits; 0 means off")
 	fl.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "set the Go memory limit to this part of the container's memory limit (cgroup v2 or v1), so that the garbage collector works harder before the container is killed; unless the GOMEMLIMIT environment variable is set, which then stands; no cgroup limit sets nothing; 0 means off")
 	return cmd
@@ -176,7 +183,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "balance", "audit-interval"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "insecure-multicluster-kubeconfig-options", "balance", "audit-interval"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -298,6 +305,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Logger:       log,
 
 		DebugAddr:             f.debugAddr,
+		DebugAllowRemote:      f.debugAllowRemote,
 		DrainDuration:         f.drainDuration,
 		MaxConnectionAge:      f.maxConnAge,
 		MaxConnectionAgeGrace: f.maxConnAgeGrace,

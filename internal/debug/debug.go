@@ -68,6 +68,12 @@ type Options struct {
 	// Clusters returns the clusters read, the local one first, for
 	// /debug/clusterz; none when nil.
 	Clusters func() []clusterstate.Cluster
+	// AllowRemote serves the pages to every caller; otherwise only
+	// callers on loopback get them, others 403 (access.go says why).
+	AllowRemote bool
+	// ConsistencyInterval is the least time between two audits the
+	// page starts; DefaultConsistencyInterval when zero.
+	ConsistencyInterval time.Duration
 }
 
 // Configz is what /debug/configz shows. `meshpilot status config` and
@@ -153,9 +159,16 @@ func ConfigObjects(entries []configstatus.Entry) []ConfigObject {
 	return out
 }
 
-// Register adds the debug pages to mux, under /debug/.
-func Register(mux *http.ServeMux, o Options) {
+// Register adds the debug pages to mux, under /debug/: for callers on
+// loopback only, unless o.AllowRemote.
+func Register(outer *http.ServeMux, o Options) {
 	o.LocalClusterID = cmp.Or(o.LocalClusterID, model.DefaultClusterID)
+	mux := http.NewServeMux()
+	if o.AllowRemote {
+		outer.Handle("/debug/", mux)
+	} else {
+		outer.Handle("/debug/", localOnly(mux))
+	}
 	mux.HandleFunc("GET /debug/registryz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, o.Discovery.Services())
 	})
@@ -198,7 +211,7 @@ func Register(mux *http.ServeMux, o Options) {
 		writeJSON(w, Configz{MeshConfig: mesh, Objects: ConfigObjects(objects),
 			ServiceConflicts: ServiceConflicts(conflicts, o.LocalClusterID)})
 	})
-	mux.HandleFunc("GET /debug/consistencyz", consistencyz(o.Consistency))
+	mux.HandleFunc("GET /debug/consistencyz", consistencyz(o.Consistency, &auditLimit{interval: cmp.Or(o.ConsistencyInterval, DefaultConsistencyInterval)}))
 	registerClusterz(mux, o.Clusters)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

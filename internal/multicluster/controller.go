@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -74,6 +75,12 @@ type Options struct {
 	// ProbeInterval: how often a remote API server is probed once its
 	// cluster has synced; DefaultProbeInterval when zero.
 	ProbeInterval time.Duration
+	// InsecureKubeconfigOptions are the kubeconfig credentials a remote
+	// Secret may use although they run a command or read a file of
+	// meshpilot's (OptionExec, OptionTokenFile, OptionClientCertificate,
+	// OptionClientKey, an auth provider's name); none when empty: a
+	// kubeconfig using one is refused and logged.
+	InsecureKubeconfigOptions []string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -161,6 +168,9 @@ func New(opts Options) (*Controller, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if err := CheckInsecureKubeconfigOptions(opts.InsecureKubeconfigOptions); err != nil {
+		return nil, fmt.Errorf("multicluster: %w", err)
+	}
 	selector := labels.SelectorFromSet(labels.Set{Label: LabelValue}).String()
 	// Only the system namespace's labelled Secrets are listed and
 	// watched: that is all the Role grants, and other Secrets never
@@ -177,6 +187,10 @@ func New(opts Options) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: QueueName}),
 		clusters: map[string]*cluster{},
 		mesh:     opts.MeshDiscoverySelectors,
+	}
+	if len(opts.InsecureKubeconfigOptions) > 0 {
+		c.log.Warn("remote kubeconfigs may use credentials that run commands or read files in meshpilot's container: whoever can write a Secret of the namespace can use them",
+			"namespace", opts.Namespace, "allowed", opts.InsecureKubeconfigOptions)
 	}
 	if _, err := c.factory.Add(inf); err != nil {
 		return nil, err
@@ -284,7 +298,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			c.log.Error("remote secret annotation refused: its clusters keep their registries, new ones are not added",
 				"secret", c.ref(name), "annotation", ae.annotation, "reason", ae.err)
 		}
-		for _, k := range parseSecret(s) {
+		for _, k := range parseSecret(s, c.opts.InsecureKubeconfigOptions) {
 			wanted[k.clusterID] = true
 			if scopeErr == nil {
 				c.apply(ctx, name, k, scope)
@@ -355,6 +369,10 @@ func (c *Controller) apply(ctx context.Context, secret string, k kubeconfig, sco
 	case k.err != nil:
 		log.Error("remote secret key is not a usable kubeconfig: nothing changed", "reason", k.err)
 		return
+	}
+	if len(k.insecure) > 0 {
+		log.Warn("remote kubeconfig uses credentials that run a command or read a file in meshpilot's container, allowed by --insecure-multicluster-kubeconfig-options",
+			"options", k.insecure)
 	}
 	if cur != nil {
 		// Changes of one cluster are applied in order: an older

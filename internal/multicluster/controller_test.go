@@ -316,7 +316,7 @@ func TestParseKubeconfig(t *testing.T) {
 		{name: "no server", data: "apiVersion: v1\nkind: Config\n", wantErr: "no configuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseKubeconfig([]byte(tc.data))
+			cfg, _, err := parseKubeconfig([]byte(tc.data), nil)
 			if tc.wantErr == "" {
 				if err != nil || cfg.Host != "https://b.example:6443" || cfg.BearerToken != "secret-token" {
 					t.Fatalf("got %+v, %v", cfg, err)

@@ -8,7 +8,11 @@
 // precedence (aggregate.AddSource), a changed kubeconfig builds a new one
 // and swaps it in only once it has synced (aggregate.ReplaceSource,
 // bounded by Options.SyncTimeout: the old one stays otherwise), a removed
-// key or Secret removes it. A kubeconfig that does not parse, a cluster
+// key or Secret removes it. A kubeconfig's author is not trusted: one
+// whose credentials run a command or read a file in meshpilot's
+// container (exec, tokenFile, client certificate or key files, auth
+// providers but oidc) is refused unless Options.InsecureKubeconfigOptions
+// allows it, as istiod does. A kubeconfig that does not parse, a cluster
 // ID equal to the local one and a cluster ID already held by another
 // Secret are logged and change nothing; a cluster ID goes to the first
 // Secret the worker sees naming it, and once that Secret

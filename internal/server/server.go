@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/debug"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
@@ -49,9 +51,18 @@ type Options struct {
 	// without DebugAddr, the /debug/ pages; e.g. ":15014".
 	HTTPAddr string
 	// DebugAddr, when set, serves the /debug/ pages (and pprof) on a port
-	// of their own instead of HTTPAddr, so that they can be kept off the
-	// network (e.g. "127.0.0.1:9876").
+	// of their own instead of HTTPAddr (e.g. "127.0.0.1:9876"). Unless
+	// DebugAllowRemote, it must be a loopback address, and the pages
+	// answer only callers on loopback wherever they are served.
 	DebugAddr string
+	// DebugAllowRemote serves the debug pages to callers that are not on
+	// loopback, and lets DebugAddr listen on any address. They show
+	// every service and any client's config to whoever reaches them.
+	DebugAllowRemote bool
+	// HTTPMaxConnections caps the connections the HTTP port (and the
+	// debug port) hold open at once; beyond it new ones wait to be
+	// accepted. DefaultHTTPMaxConnections when zero.
+	HTTPMaxConnections int
 	// DrainDuration is how long existing xDS streams are still served
 	// after Run's context ends: meanwhile /readyz fails and new streams
 	// are refused. Draining ends early once no stream is left. Zero closes
@@ -154,6 +165,32 @@ const DefaultMaxConnectionAgeGrace = 10 * time.Second
 // the limit; a client that opens one anyway has it reset
 // (REFUSED_STREAM).
 const DefaultMaxStreamsPerConnection = 100
+
+// DefaultHTTPMaxConnections is the HTTP port's connection cap when
+// Options give none: Prometheus, the kubelet's probes, a few people and
+// REST-JSON clients need far fewer, while every connection costs a
+// goroutine and buffers.
+const DefaultHTTPMaxConnections = 1024
+
+// The HTTP servers' timeouts. A request (headers and body: a REST-JSON
+// DiscoveryRequest or nothing) must arrive within httpReadTimeout, and a
+// response be written within httpWriteTimeout, which is longer than
+// pprof's default 30 s profile (pprof refuses a profile at least as long
+// as the server's write timeout); an idle keep-alive connection is closed
+// after httpIdleTimeout, so that idle clients do not hold the connection
+// cap.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpWriteTimeout      = 2 * time.Minute
+	httpIdleTimeout       = 2 * time.Minute
+)
+
+// newHTTPServer is an HTTP server of h with the timeouts above.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout}
+}
 
 // Server is a running meshpilot. Its addresses are known once New returns
 // (listeners are bound there), so callers may pass ":0".
@@ -268,6 +305,12 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpcOpts...)
 	s.xds.Register(s.grpc)
 
+	if opts.DebugAddr != "" {
+		if err := debug.CheckAddr(opts.DebugAddr, opts.DebugAllowRemote); err != nil {
+			return nil, err
+		}
+	}
+	maxConns := cmp.Or(opts.HTTPMaxConnections, DefaultHTTPMaxConnections)
 	if s.xdsLis, err = net.Listen("tcp", opts.XDSAddr); err != nil {
 		return nil, fmt.Errorf("listening for xDS on %s: %w", opts.XDSAddr, err)
 	}
@@ -281,11 +324,13 @@ func New(opts Options) (*Server, error) {
 			s.httpLis.Close()
 			return nil, fmt.Errorf("listening for debug pages on %s: %w", opts.DebugAddr, err)
 		}
+		s.debugLis = netutil.LimitListener(s.debugLis, maxConns)
 		mux := http.NewServeMux()
 		debug.Register(mux, s.debugOptions())
-		s.debugHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.debugHTTP = newHTTPServer(mux)
 	}
-	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpLis = netutil.LimitListener(s.httpLis, maxConns)
+	s.http = newHTTPServer(s.httpHandler())
 	return s, nil
 }
 
@@ -298,7 +343,7 @@ func (s *Server) synced() bool { return s.registry.HasSynced() && s.mesh.HasSync
 func (s *Server) debugOptions() debug.Options {
 	return debug.Options{Discovery: s.registry, XDS: s.xds, Mesh: func() meshconfig.Status { return s.mesh.Status(s.opts.DomainSuffix) }, Objects: s.opts.ConfigStatus.List,
 		PortConflicts: s.registry.PortConflicts, LocalClusterID: s.localClusterID(),
-		Consistency: s.opts.Consistency, Clusters: s.opts.Clusters}
+		Consistency: s.opts.Consistency, Clusters: s.opts.Clusters, AllowRemote: s.opts.DebugAllowRemote}
 }
 
 // localClusterID is Options.ClusterID or its default.

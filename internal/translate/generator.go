@@ -18,8 +18,10 @@ import (
 // The Vary of one name may differ between clients (a rule chosen by the
 // client's namespace may or may not depend on its kind): the cache then
 // tells the name's variants apart by every fact any of them named.
-// Generators are called with the server's lock held, one at a time, and
-// must not call back into the server.
+// Generators must be safe for concurrent use and must not call back into
+// the server: streams' generations run under the server's lock, one at a
+// time, while REST-JSON requests generate what the cache lacks outside
+// it, concurrently with them and with one another.
 type Generator interface {
 	// Type is the type built.
 	Type() ResourceType

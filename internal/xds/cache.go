@@ -262,6 +262,38 @@ func (c *resourceCache) get(typ int, cl *translate.Client, name string) *entry {
 	return e
 }
 
+// peek returns the current cached entry of a resource for a client, or
+// nil when there is none (a miss, or an entry made stale by a change):
+// it generates nothing, so that a caller holding the owner's lock only
+// for it does not hold it while building.
+func (c *resourceCache) peek(typ int, cl *translate.Client, name string) *entry {
+	set := c.byName[typ][name]
+	if set == nil {
+		return nil
+	}
+	sl := set.get(set.vary.Of(cl))
+	if sl == nil || !sl.indexed {
+		return nil
+	}
+	return sl.e.Value()
+}
+
+// build generates and marshals a resource for a client and keeps
+// nothing of it: it touches none of the cache's state, so it runs
+// without the owner's lock (generators are safe for concurrent use).
+// A REST answer is built so: nothing holds it once sent, so caching it
+// would only make a flood of requests hold the lock pushes need.
+func (c *resourceCache) build(typ int, cl *translate.Client, name string) *entry {
+	gen := c.gens[typ]
+	r := gen.Generate(cl, name)
+	e, err := newEntry(gen.Type().URL, name, r.Resource, r.Deps)
+	if err != nil {
+		c.onError(gen.Type(), name, err)
+		return &entry{name: name, version: absent, deps: r.Deps}
+	}
+	return e
+}
+
 func (c *resourceCache) index(sl *slot, deps []model.ConfigKey) {
 	sl.deps, sl.indexed = deps, true
 	for _, k := range deps {

@@ -26,7 +26,9 @@
 // client holds it: the cache holds resources weakly, and a client holds
 // what it was sent until it is sent a newer version, unsubscribes or
 // closes its stream (the client state below, and responses on their
-// way); a REST request holds nothing once answered. When the last
+// way); a REST request takes the cache's current resources under the
+// server's lock, builds what the cache lacks outside it without caching
+// it (rest.go), and holds nothing once answered. When the last
 // holder lets go the garbage collector frees the resource, bytes and
 // all, and the cache forgets it. The version of a resource is a hash of its
 // bytes, so regenerating unchanged content sends nothing (a resource

@@ -122,16 +122,26 @@ func (s *Server) fetch(ctx context.Context, req *discovery.DiscoveryRequest) (*d
 		return nil, fmt.Errorf("meshpilot does not serve %q", req.GetTypeUrl())
 	}
 	c := s.client(req.GetNode())
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	names := req.GetResourceNames()
 	if len(names) == 0 && isWildcard(s.types[t], &c, true) {
 		names = s.cache.gens[t].AllNames()
 	}
+	// The server's lock only to take what the cache holds current: what
+	// it lacks is built outside it, so that REST requests, however many,
+	// never hold up a push or a stream's watch while they generate.
+	entries := make([]*entry, len(names))
+	s.mu.Lock()
+	for i, n := range names {
+		entries[i] = s.cache.peek(t, &c, n)
+	}
+	s.mu.Unlock()
 	var res []*anypb.Any
 	sum := newVersionHash()
-	for _, n := range names {
-		e := s.resource(t, &c, n, nil)
+	for i, n := range names {
+		e := entries[i]
+		if e == nil {
+			e = s.cache.build(t, &c, n)
+		}
 		if e.exists() {
 			res = append(res, e.any)
 			sum.add(n, e.version)

@@ -2,7 +2,8 @@ package e2e
 
 // The README's commands, run as a user types them from the repository's
 // root. Every command README.md shows is either run here (readmeFlows),
-// run as written elsewhere (TestDeployManifests, .ci/run), or listed in
+// run as written elsewhere (TestDeployManifests, TestDeploySecuredVariant,
+// .ci/run), or listed in
 // readmeNotRun with the reason; TestEveryReadmeCommandIsTested fails on a
 // command that is none of these, so that a new README command needs a
 // test.
@@ -117,6 +118,9 @@ func TestEveryReadmeCommandIsTested(t *testing.T) {
 		by := claims[c.Line]
 		if isDeployCommand(c) {
 			by = append(by, "TestDeployManifests")
+		}
+		if isSecureDeployCommand(c) {
+			by = append(by, "TestDeploySecuredVariant")
 		}
 		switch len(by) {
 		case 0:

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -62,9 +63,19 @@ type Options struct {
 	// MaxDelay bounds how long a steady stream of changes postpones a
 	// reload; default 500ms.
 	MaxDelay time.Duration
+	// MaxFileBytes refuses a manifest file larger than this, with a
+	// problem saying so (its last good content stays);
+	// DefaultMaxFileBytes when zero.
+	MaxFileBytes int64
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultMaxFileBytes is the largest manifest file read: far above a
+// folder of thousands of Services in one file, and a bound on what one
+// file (a log grown by mistake, a device) makes meshpilot read into
+// memory, and then again at every change.
+const DefaultMaxFileBytes = 64 << 20
 
 // Registry serves the manifests of a folder. Its model methods are safe
 // for concurrent use at any time; Run is called once.
@@ -74,7 +85,12 @@ type Registry struct {
 	store *model.Store
 	model.StoreView
 
-	opts    Options
+	opts Options
+	// root opens the folder's files: a symlink is followed only while it
+	// stays inside the folder (a ConfigMap volume's ..data links do), so
+	// that a link cannot make meshpilot read and serve a file elsewhere
+	// on its machine.
+	root    *os.Root
 	log     *slog.Logger
 	runOnce sync.Once
 	synced  atomic.Bool
@@ -136,11 +152,19 @@ func New(opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = DefaultMaxFileBytes
+	}
+	root, err := os.OpenRoot(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("manifest folder: %w", err)
+	}
 	store := model.NewStore()
 	r := &Registry{
 		store:       store,
 		StoreView:   store.View(),
 		opts:        opts,
+		root:        root,
 		log:         opts.Logger.With("registry", "file"),
 		files:       map[string]*fileState{},
 		watched:     map[string]bool{},
@@ -174,6 +198,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("file registry: Run called twice")
 	}
+	defer r.root.Close()
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", r.opts.Dir, err)
@@ -308,7 +333,7 @@ func (r *Registry) reload(w *fsnotify.Watcher, observed time.Time) {
 
 	present := make(map[string]bool, len(paths))
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := r.readFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the walk
 		}
@@ -351,6 +376,39 @@ func (r *Registry) reload(w *fsnotify.Watcher, observed time.Time) {
 	r.report(order, problems)
 	r.updateModel(observed)
 	r.istio.notify(before, r.view.Load())
+}
+
+// readFile reads a manifest of the folder through r.root, refusing a
+// symlink that leads out of the folder and a file over MaxFileBytes.
+func (r *Registry) readFile(path string) ([]byte, error) {
+	rel, err := filepath.Rel(r.opts.Dir, path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.root.Open(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("a symlink that leads out of the folder (or is absolute) is not followed: %w", err)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	// Stat and a bounded read both: a file may grow between them, and
+	// some (a FIFO, a device) have no size.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > r.opts.MaxFileBytes {
+		return nil, fmt.Errorf("%d bytes, over the limit of %d for a manifest file", fi.Size(), r.opts.MaxFileBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, r.opts.MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > r.opts.MaxFileBytes {
+		return nil, fmt.Errorf("over the limit of %d bytes for a manifest file", r.opts.MaxFileBytes)
+	}
+	return data, nil
 }
 
 // compose decides what each file contributes, applying the checks that
