@@ -61,6 +61,7 @@ func ConvertDestinationRule(dr *networkingv1.DestinationRule, domainSuffix strin
 		Host:      host,
 		Policy:    c.trafficPolicy("spec.trafficPolicy", dr.Spec.GetTrafficPolicy()),
 		ExportTo:  dr.Spec.GetExportTo(),
+		Created:   dr.CreationTimestamp.Time,
 	}
 	seen := map[string]int{} // subset name -> index
 	for i, s := range dr.Spec.GetSubsets() {

@@ -33,19 +33,19 @@ type PolicyOptions struct {
 // A rule that cannot be converted is refused: its status says why, and
 // its last good version stays in force.
 //
-// The root namespace follows the mesh settings (PolicyOptions.Mesh); its
-// change is reported as the DestinationRuleKey of each host with a rule
-// in the old or the new root namespace, the only hosts whose choice of
-// rule it can change.
+// The root namespace and defaultDestinationRuleExportTo follow the mesh
+// settings (PolicyOptions.Mesh); a change of either is reported as the
+// DestinationRuleKey of each host whose choice of rule it can change.
 //
-// Two rules of one namespace for one host are not merged as Istio merges
-// them: the first by name applies and the others are refused (their
-// status says which rule won), until it goes. When exportTo hides the
-// winner from a client, that namespace has no rule for the client.
+// Several rules of one namespace for one host are merged as Istio merges
+// them (model.ConsolidateRules): oldest first, subsets joined, the first
+// trafficPolicy kept. Each merged rule's status says what it was merged
+// into (Status.Merged), and which of its subsets and policy are dropped
+// because an older rule already has them (ignored for every client).
 //
 // A rule for a wildcard host ("*.example.com") applies to the hosts it
 // matches in its namespace's place when the namespace has no rule for
-// the host itself, the most specific wildcard first (model.RulesFor);
+// the host itself, the most specific wildcard first (model.RuleIndex);
 // its change is reported under the wildcard's DestinationRuleKey, which
 // what reads a host's rules depends on (model.DestinationRuleKeys).
 type Policies struct {
@@ -54,25 +54,26 @@ type Policies struct {
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards root, rules, naming, current, byHost and wildcards
+	mu sync.RWMutex // guards root, defaultPrivate, rules, naming, current and index
 	// root is the root namespace in force.
 	root string
+	// defaultPrivate: a rule without exportTo is its namespace's alone
+	// (model.ExportDefaults.DestinationRulesPrivate).
+	defaultPrivate bool
 	// rules holds each object's converted rule, by namespace/name: its
 	// last good version.
 	rules map[string]*model.DestinationRule
 	// naming holds the same rules per host or wildcard host, by
-	// namespace/name: what byHost is built from, so that a change costs
-	// the rules of the hosts it touches, not every rule.
+	// namespace/name: what the index is built from, so that a change
+	// costs the rules of the hosts it touches, not every rule.
 	naming map[model.Hostname]map[string]*model.DestinationRule
 	// current holds, by namespace/name, the objects whose latest version
-	// converted, with their status and reference: whether another rule
-	// shadows them decides what their status says.
+	// converted, with their status and reference: what merging did to
+	// them is added to their status.
 	current map[string]convertedRule
-	// byHost holds, per host or wildcard host, the rule of each
-	// namespace that has one.
-	byHost map[model.Hostname]model.HostRules
-	// wildcards are the wildcard hosts of byHost, most specific first.
-	wildcards []model.Hostname
+	// index holds, per host or wildcard host, the consolidated rules of
+	// each namespace that has one, and the wildcard hosts among them.
+	index model.RuleIndex
 }
 
 // NewPolicies builds the policy view of reg; it follows reg's events, so
@@ -84,11 +85,13 @@ func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 		rules:   map[string]*model.DestinationRule{},
 		naming:  map[model.Hostname]map[string]*model.DestinationRule{},
 		current: map[string]convertedRule{},
-		byHost:  map[model.Hostname]model.HostRules{},
+		index:   model.RuleIndex{ByHost: map[model.Hostname]model.HostRules{}},
 	}
 	p.root = p.rootOf(nil)
 	if opts.Mesh != nil {
-		p.root = p.rootOf(opts.Mesh.Mesh())
+		mesh := opts.Mesh.Mesh()
+		p.root = p.rootOf(mesh)
+		p.defaultPrivate = mesh != nil && mesh.DefaultExportTo.DestinationRulesPrivate()
 		opts.Mesh.AppendEventHandler(p.onMeshEvent)
 	}
 	reg.AppendEventHandler(p.onEvent)
@@ -126,7 +129,7 @@ func (p *Policies) onEvent(ev Event) {
 		p.opts.Status.Delete(ref)
 	}
 	hosts := p.set(key, now)
-	p.reportShadowed(hosts)
+	p.reportMerged(hosts)
 	p.notify(hosts)
 }
 
@@ -136,12 +139,10 @@ type convertedRule struct {
 	status configstatus.Status
 }
 
-// reportShadowed records the status of every converted rule of hosts:
-// its conversion's, or refused when an earlier rule by name of its
-// namespace has the same host (Istio would merge the two; meshpilot
-// applies the first alone, and says so rather than dropping the other
-// silently).
-func (p *Policies) reportShadowed(hosts []model.Hostname) {
+// reportMerged records the status of every converted rule of hosts: its
+// conversion's, with what merging it into an older rule of its namespace
+// did (model.MergeNote), so that no part of a rule is dropped silently.
+func (p *Policies) reportMerged(hosts []model.Hostname) {
 	type update struct {
 		ref    configstatus.Ref
 		status configstatus.Status
@@ -149,22 +150,53 @@ func (p *Policies) reportShadowed(hosts []model.Hostname) {
 	var updates []update
 	p.mu.RLock()
 	for _, h := range hosts {
+		notes := map[string][]model.MergeNote{} // namespace/name -> notes
+		for ns, nr := range p.index.ByHost[h] {
+			for _, n := range nr.Notes {
+				notes[ns+"/"+n.Name] = append(notes[ns+"/"+n.Name], n)
+			}
+		}
 		for key, r := range p.naming[h] {
 			c, ok := p.current[key]
 			if !ok {
 				continue // refused on its own: its status says why
 			}
-			st := c.status
-			if w := p.byHost[h][r.Namespace]; w != nil && w.Name != r.Name {
-				st = configstatus.Refuse("spec.host", fmt.Sprintf("DestinationRule %s/%s, first by name, already applies to %s in this namespace", w.Namespace, w.Name, h))
-			}
-			updates = append(updates, update{c.ref, st})
+			updates = append(updates, update{c.ref, withMergeNotes(c.status, r, notes[key])})
 		}
 	}
 	p.mu.RUnlock()
 	for _, u := range updates {
 		p.opts.Status.Set(u.ref, u.status)
 	}
+}
+
+// withMergeNotes adds to a rule's status what merging did to it.
+func withMergeNotes(st configstatus.Status, r *model.DestinationRule, notes []model.MergeNote) configstatus.Status {
+	if len(notes) == 0 {
+		return st
+	}
+	st.IgnoredGRPC, st.IgnoredEnvoy = slices.Clone(st.IgnoredGRPC), slices.Clone(st.IgnoredEnvoy)
+	ignore := func(path, why string) {
+		st.IgnoredGRPC = append(st.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
+		st.IgnoredEnvoy = append(st.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
+	}
+	for _, n := range notes {
+		into := r.Namespace + "/" + n.Into
+		switch {
+		case n.Dropped:
+			ignore(fmt.Sprintf("spec.subsets[%d]", n.Subset), fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s, which already defines subset %q: its definition applies (Istio's merge)",
+				into, r.Host, r.Subsets[n.Subset].Name))
+		case n.PolicyDropped:
+			ignore("spec.trafficPolicy", fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s, whose trafficPolicy applies (Istio's merge keeps the first)", into, r.Host))
+		default:
+			st.Merged = append(st.Merged, configstatus.Field{Path: "spec", Why: fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s in this namespace: its subsets are added to that rule's, and its trafficPolicy applies if that rule has none (Istio's merge)",
+				into, r.Host)})
+		}
+	}
+	return st
 }
 
 // notify tells the handlers that the rules of hosts changed.
@@ -203,32 +235,37 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 
 // reindex rebuilds the rules of one host from naming.
 func (p *Policies) reindex(h model.Hostname) {
-	byNS := model.HostRules{}
+	byNS := map[string][]*model.DestinationRule{}
 	for _, r := range p.naming[h] {
-		byNS.Add(r)
+		byNS[r.Namespace] = append(byNS[r.Namespace], r)
 	}
-	_, had := p.byHost[h]
+	_, had := p.index.ByHost[h]
 	if len(byNS) == 0 {
-		delete(p.byHost, h)
+		delete(p.index.ByHost, h)
 		delete(p.naming, h)
 	} else {
-		p.byHost[h] = byNS
+		rules := make(model.HostRules, len(byNS))
+		for ns, rs := range byNS {
+			model.SortRules(rs)
+			rules[ns] = model.ConsolidateRules(rs, p.defaultPrivate)
+		}
+		p.index.ByHost[h] = rules
 	}
-	if _, has := p.byHost[h]; has != had && strings.HasPrefix(string(h), "*") {
-		p.wildcards = slices.DeleteFunc(p.wildcards, func(w model.Hostname) bool { return w == h })
+	if _, has := p.index.ByHost[h]; has != had && strings.HasPrefix(string(h), "*") {
+		p.index.Wildcards = slices.DeleteFunc(p.index.Wildcards, func(w model.Hostname) bool { return w == h })
 		if has {
-			p.wildcards = append(p.wildcards, h)
-			model.SortWildcards(p.wildcards)
+			p.index.Wildcards = append(p.index.Wildcards, h)
+			model.SortWildcards(p.index.Wildcards)
 		}
 	}
 }
 
 // DestinationRuleFor picks the rule for a client as Istio does
-// (model.HostRules.Choose).
+// (model.RuleIndex.Choose).
 func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, clientNamespace string) (*model.DestinationRule, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return model.RulesFor(p.byHost, p.wildcards, host).Choose(serviceNamespace, clientNamespace, p.root)
+	return p.index.Choose(host, serviceNamespace, clientNamespace, p.root)
 }
 
 // SubsetDefined reports whether a rule for host, of any namespace,
@@ -237,23 +274,12 @@ func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, cli
 func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	defines := func(rules model.HostRules) bool {
-		for _, r := range rules {
-			if r.Subset(subset) != nil {
-				return true
-			}
-		}
-		return false
-	}
-	if defines(p.byHost[host]) {
-		return true
-	}
-	for _, w := range p.wildcards {
-		if w != host && model.WildcardMatches(w, host) && defines(p.byHost[w]) {
-			return true
-		}
-	}
-	return false
+	found := false
+	p.index.Rules(host, func(r *model.DestinationRule) bool {
+		found = r.Subset(subset) != nil
+		return !found
+	})
+	return found
 }
 
 var _ model.PolicyIndex = (*Policies)(nil)

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/grpctest"
+)
+
+// TestDestinationRulesOfOneHostMerge: two DestinationRules of one
+// namespace for one host merge as in istiod, oldest first: a grpc-go
+// client routed to each subset reaches the backends of the older rule's
+// definition of a subset both define, and of the subset only the newer
+// one defines; the newer rule's status says it was merged and which of
+// its subsets was dropped.
+func TestDestinationRulesOfOneHostMerge(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.201", "127.0.0.202")
+	v1, v2 := bs[0], bs[1]
+	createService(t, ns, "reviews", 9080)
+	versionedBackends(t, ns, "reviews", bs, "v1", "v2")
+	istio := startIstio(t, ns)
+	// The older rule is last by name, so that taking the first by name
+	// would be seen.
+	istio.destinationRule(t, "z-older", `  host: reviews
+  subsets:
+  - {name: v1, labels: {version: v1}}`)
+	// Creation timestamps have a resolution of one second.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	istio.destinationRule(t, "a-newer", `  host: reviews
+  subsets:
+  - {name: v2, labels: {version: v2}}
+  - {name: v1, labels: {version: v2}}`)
+	srv := istio.serve(t)
+	cc := grpctest.Channel(t, srv.XDSAddr(), "xds:///reviews:9080", grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	grpctest.AwaitSpread(t, cc, v1, v2)
+
+	istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v2}`)
+	grpctest.AwaitSpread(t, cc, v2)
+	istio.virtualService(t, "reviews", `  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v1}`)
+	grpctest.AwaitSpread(t, cc, v1)
+
+	st, _ := istio.status.Get(configstatus.Ref{Kind: "DestinationRule", Namespace: ns, Name: "a-newer"})
+	if len(st.Merged) != 1 || !strings.Contains(st.Merged[0].Why, "merged into DestinationRule "+ns+"/z-older") {
+		t.Errorf("a-newer: merged %+v, want it merged into z-older", st.Merged)
+	}
+	if len(st.IgnoredGRPC) != 1 || st.IgnoredGRPC[0].Path != "spec.subsets[1]" {
+		t.Errorf("a-newer: ignored for gRPC %+v, want its second subset, v1", st.IgnoredGRPC)
+	}
+	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
