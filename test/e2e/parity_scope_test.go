@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,24 @@ func TestDestinationRulesOfOneHostMerge(t *testing.T) {
 		t.Errorf("a-newer: ignored for gRPC %+v, want its second subset, v1", st.IgnoredGRPC)
 	}
 	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestServiceEntryPortWithoutProtocol: a ServiceEntry port without
+// protocol is served, as istiod serves it: a grpc-go client reaches its
+// endpoints.
+func TestServiceEntryPortWithoutProtocol(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	b := grpctest.StartBackend(t, "127.0.0.203", 0)
+	e := startServiceEntries(t, ns)
+	e.applyServiceEntry(t, "plain", fmt.Sprintf("hosts: [plain.example.com]\nresolution: STATIC\n"+
+		"ports: [{number: 7070, name: app, targetPort: %d}]\nendpoints: [{address: %s}]", b.Port, b.IP))
+	grpctest.AwaitSpread(t, e.channel(t, "xds:///plain.example.com:7070"), b)
+	if st, _ := e.status.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: ns, Name: "plain"}); st.Refused != nil {
+		t.Errorf("refused: %+v", *st.Refused)
+	}
+	if n := e.srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}
 }

@@ -45,7 +45,6 @@ func TestConvertServiceEntryRefuses(t *testing.T) {
 		{"a host that is no DNS name", "hosts: [a.example.com, 'b_c.example.com']\n" + ports, "spec.hosts[1]"},
 		{"a host twice", "hosts: [a.example.com, A.example.com]\n" + ports, "spec.hosts[1]"},
 		{"a port without number", "hosts: [a.example.com]\nports: [{protocol: GRPC, name: grpc}]", "spec.ports[0].number"},
-		{"a port without protocol", "hosts: [a.example.com]\nports: [{number: 80, name: grpc}]", "spec.ports[0].protocol"},
 		{"a port without name", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC}]", "spec.ports[0].name"},
 		{"two ports of one name", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC, name: g}, {number: 81, protocol: GRPC, name: g}]", "spec.ports[1].name"},
 		{"two ports of one number", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC, name: g}, {number: 80, protocol: HTTP, name: h}]", "spec.ports[1].number"},

@@ -201,8 +201,8 @@ func TestServiceEntriesAndTheirWorkloadEntries(t *testing.T) {
 	ev.take()
 
 	// A refused ServiceEntry keeps its last good version.
-	store.putSE(serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nports: [{number: 80, name: grpc}]"))
-	if got := refusedAt(rep, crd.ServiceEntry, "a"); got != "spec.ports[0].protocol" {
+	store.putSE(serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nports: [{number: 80, protocol: GRPC}]"))
+	if got := refusedAt(rep, crd.ServiceEntry, "a"); got != "spec.ports[0].name" {
 		t.Fatalf("a refused at %q", got)
 	}
 	if r.GetService(a) == nil || len(ev.take()) != 0 {
