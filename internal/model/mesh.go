@@ -9,6 +9,10 @@ import (
 // DefaultTrustDomain is Istio's trust domain when MeshConfig sets none.
 const DefaultTrustDomain = "cluster.local"
 
+// DefaultRootNamespace is Istio's root namespace when MeshConfig sets
+// none: rules there apply mesh-wide.
+const DefaultRootNamespace = "istio-system"
+
 // MeshSettings are the mesh-wide settings generators read (Istio's
 // MeshConfig, the fields meshpilot honours). DefaultMeshSettings is
 // Istio's default mesh. A MeshSettings is never changed once published: a
@@ -27,8 +31,8 @@ type MeshSettings struct {
 	// alias, in this order.
 	TrustDomainAliases []string
 	// RootNamespace holds the rules (DestinationRules) that apply to the
-	// whole mesh; "" leaves the choice to the reader (meshpilot: its
-	// system namespace).
+	// whole mesh; "" leaves the choice to the reader (meshpilot: Istio's
+	// DefaultRootNamespace).
 	RootNamespace string
 	// ServiceSettings are MeshConfig's serviceSettings, in order; see
 	// ClusterLocalHosts.

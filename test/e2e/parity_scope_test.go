@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
+	"github.com/meshpilot/meshpilot/internal/server"
 )
 
 // TestDestinationRulesOfOneHostMerge: two DestinationRules of one
@@ -75,6 +80,38 @@ func TestServiceEntryPortWithoutProtocol(t *testing.T) {
 		t.Errorf("refused: %+v", *st.Refused)
 	}
 	if n := e.srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestMeshDefaultServiceExportTo: MeshConfig's defaultServiceExportTo
+// ["."] makes a Service without exportTo its namespace's alone, as in
+// istiod: a grpc-go client of another namespace loses it while one of its
+// namespace keeps it; with the default gone the other client gets it
+// back.
+func TestMeshDefaultServiceExportTo(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	b := grpctest.StartBackend(t, "127.0.0.204", 0)
+	createService(t, ns, "reviews", int32(b.Port))
+	writeSlice(t, ns, "reviews", []grpctest.Backend{b})
+	path := writeFile(t, "mesh.yaml", "defaultServiceExportTo: [.]\n")
+	mesh, err := meshconfig.FromFile(path, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startObserved(t, ns, server.Options{Mesh: mesh})
+	target := fmt.Sprintf("xds:///reviews.%s.svc.cluster.local:%d", ns, b.Port)
+	own := grpctest.Channel(t, srv.XDSAddr(), target, grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	other := grpctest.Channel(t, srv.XDSAddr(), target, grpctest.ChannelOptions{Namespace: "elsewhere", MapAddress: grpctest.DocToLoopback})
+	grpctest.AwaitSpread(t, own, b)
+	grpctest.AwaitUnavailable(t, other)
+
+	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grpctest.AwaitSpread(t, other, b)
+	grpctest.AwaitSpread(t, own, b)
+	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}
 }

@@ -15,7 +15,8 @@ type PolicyOptions struct {
 	// DomainSuffix resolves short hosts; "cluster.local" when empty.
 	DomainSuffix string
 	// RootNamespace holds the rules that apply mesh-wide (Istio's
-	// MeshConfig rootNamespace) while Mesh names none.
+	// MeshConfig rootNamespace) while Mesh names none; empty: Istio's
+	// default, model.DefaultRootNamespace.
 	RootNamespace string
 	// Mesh, when set, is followed for MeshConfig's rootNamespace, which
 	// takes RootNamespace's place while it is set.

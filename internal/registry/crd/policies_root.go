@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -13,17 +14,15 @@ type MeshSource interface {
 	AppendEventHandler(model.EventHandler)
 }
 
-// rootOf is the root namespace that mesh puts in force. MeshConfig's
-// default (Istio's DefaultMeshConfig) is istio-system, the namespace
-// istiod is installed in; meshpilot's default is its own system
-// namespace (PolicyOptions.RootNamespace, from --system-namespace) for
-// the same reason: rules beside the control plane apply mesh-wide, and a
-// mesh without an istio-system namespace still has a root namespace.
+// rootOf is the root namespace that mesh puts in force: MeshConfig's
+// rootNamespace, else PolicyOptions.RootNamespace, else Istio's default
+// (istio-system), so that a team's mesh-wide rules there apply under
+// meshpilot as under istiod, wherever meshpilot runs.
 func (p *Policies) rootOf(mesh *model.MeshSettings) string {
 	if mesh != nil && mesh.RootNamespace != "" {
 		return mesh.RootNamespace
 	}
-	return p.opts.RootNamespace
+	return cmp.Or(p.opts.RootNamespace, model.DefaultRootNamespace)
 }
 
 func (p *Policies) onMeshEvent(ev model.Event) {
