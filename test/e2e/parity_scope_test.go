@@ -9,6 +9,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
@@ -112,6 +118,36 @@ func TestMeshDefaultServiceExportTo(t *testing.T) {
 	grpctest.AwaitSpread(t, other, b)
 	grpctest.AwaitSpread(t, own, b)
 	if n := srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestWorkloadEntryNamedTargetPort: a WorkloadEntry behind a Kubernetes
+// Service whose targetPort is a name serves on its port of that name, as
+// istiod maps it, not on its port of the service port's name.
+func TestWorkloadEntryNamedTargetPort(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	b := grpctest.StartBackend(t, "127.0.0.205", 0)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "vm"},
+			Ports:    []corev1.ServicePort{{Name: "grpc", Port: 7070, TargetPort: intstr.FromString("serving")}},
+		},
+	}
+	if _, err := env.Client.CoreV1().Services(ns).Create(ctx(t), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := startServiceEntries(t, ns)
+	we := &networkingv1.WorkloadEntry{ObjectMeta: metav1.ObjectMeta{Name: "vm1", Namespace: ns}}
+	we.Spec.Address, we.Spec.Labels = b.IP, map[string]string{"app": "vm"}
+	// Nothing listens on its port named as the service port.
+	we.Spec.Ports = map[string]uint32{"serving": uint32(b.Port), "grpc": uint32(grpctest.FreePort(t, b.IP))}
+	if _, err := e.istio.NetworkingV1().WorkloadEntries(ns).Create(ctx(t), we, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	grpctest.AwaitSpread(t, e.channel(t, "xds:///vm."+ns+".svc.cluster.local:7070"), b)
+	if n := e.srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}
 }

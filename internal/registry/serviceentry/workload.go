@@ -86,6 +86,12 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 	if mapped, ok := w.ports[p.Name]; ok {
 		port = mapped
 	}
+	return w.endpointOn(p, port)
+}
+
+// endpointOn is the workload's endpoint for service port p on its port
+// number port; none for 0.
+func (w *workload) endpointOn(p model.Port, port uint32) *model.Endpoint {
 	if port == 0 {
 		return nil
 	}
@@ -106,17 +112,15 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 }
 
 // kubernetesEndpoint is the workload's endpoint for a port of a
-// Kubernetes Service that selects it, as Istio maps it: the workload's
-// port of the service port's name, else the target port (a named target
-// port is looked up in the workload's ports); none when neither gives a
-// number.
+// Kubernetes Service that selects it, as istiod maps it
+// (serviceInstanceFromWorkloadInstance): for a numeric target port, the
+// workload's port of the service port's name, else the target port; for
+// a named target port, the workload's port of that name alone (the
+// service port's own name does not count), and no endpoint when the
+// workload has none of that name.
 func (w *workload) kubernetesEndpoint(p model.Port) *model.Endpoint {
-	if _, ok := w.ports[p.Name]; !ok && p.TargetPort == 0 {
-		mapped, ok := w.ports[p.TargetPortName]
-		if !ok {
-			return nil
-		}
-		p.TargetPort = int32(mapped)
+	if p.TargetPort == 0 {
+		return w.endpointOn(p, w.ports[p.TargetPortName])
 	}
 	return w.endpoint(p)
 }
