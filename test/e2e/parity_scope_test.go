@@ -10,8 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
@@ -148,6 +150,53 @@ func TestWorkloadEntryNamedTargetPort(t *testing.T) {
 	}
 	grpctest.AwaitSpread(t, e.channel(t, "xds:///vm."+ns+".svc.cluster.local:7070"), b)
 	if n := e.srv.XDS().NACKs(); n != 0 {
+		t.Fatalf("%d NACKs", n)
+	}
+}
+
+// TestSubsetsByTopologyLabels: DestinationRule subsets selecting Istio's
+// topology labels, which istiod adds to every endpoint, work for a
+// grpc-go client: one by the endpoint's Node (kubernetes.io/hostname),
+// one by its cluster (topology.istio.io/cluster).
+func TestSubsetsByTopologyLabels(t *testing.T) {
+	ns := env.Namespace(t, nil)
+	bs := grpctest.StartBackends(t, "127.0.0.206", "127.0.0.207")
+	createService(t, ns, "reviews", int32(bs[0].Port))
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "reviews-slice", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "reviews"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To(int32(bs[0].Port))}},
+	}
+	for i, b := range bs {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{docAddr(b)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			NodeName:   ptr.To(fmt.Sprintf("%s-node-%d", ns, i)),
+		})
+	}
+	env.ApplyEndpointSlice(t, slice)
+	istio := startIstio(t, ns)
+	istio.destinationRule(t, "reviews", fmt.Sprintf(`  host: reviews
+  subsets:
+  - {name: first-node, labels: {kubernetes.io/hostname: %s-node-0}}
+  - {name: this-cluster, labels: {topology.istio.io/cluster: Kubernetes}}`, ns))
+	srv := istio.serve(t)
+	cc := grpctest.Channel(t, srv.XDSAddr(), fmt.Sprintf("xds:///reviews:%d", bs[0].Port), grpctest.ChannelOptions{Namespace: ns, MapAddress: grpctest.DocToLoopback})
+	grpctest.AwaitSpread(t, cc, bs...)
+	for _, step := range []struct {
+		subset string
+		want   []grpctest.Backend
+	}{
+		{"first-node", bs[:1]},
+		{"this-cluster", bs},
+	} {
+		istio.virtualService(t, "reviews", fmt.Sprintf(`  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: %s}`, step.subset))
+		grpctest.AwaitSpread(t, cc, step.want...)
+	}
+	if n := srv.XDS().NACKs(); n != 0 {
 		t.Fatalf("%d NACKs", n)
 	}
 }

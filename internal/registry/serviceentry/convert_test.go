@@ -90,10 +90,10 @@ endpoints:
 				`{"hostname":"a.example.com","name":"a.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":8080,"protocol":"GRPC"},{"name":"web","port":81,"targetPort":81,"protocol":"HTTP"}],"resolution":"ClientSideLB","clusterIPs":["240.0.0.1","240.0.1.0/24"],"exportTo":[".","other"]},` +
 				`{"hostname":"b.example.com","name":"b.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":8080,"protocol":"GRPC"},{"name":"web","port":81,"targetPort":81,"protocol":"HTTP"}],"resolution":"ClientSideLB","clusterIPs":["240.0.0.1","240.0.1.0/24"],"exportTo":[".","other"]}],` +
 				`"endpoints":[` +
-				`{"address":"10.0.0.1","port":9090,"servicePortName":"grpc","labels":{"v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
-				`{"address":"10.0.0.1","port":81,"servicePortName":"web","labels":{"v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
-				`{"address":"10.0.0.2","port":8080,"servicePortName":"grpc","locality":{},"health":"HEALTHY","namespace":"ns"},` +
-				`{"address":"10.0.0.2","port":81,"servicePortName":"web","locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
+				`{"address":"10.0.0.1","port":9090,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes","topology.istio.io/network":"n1","topology.istio.io/subzone":"s","topology.kubernetes.io/region":"r","topology.kubernetes.io/zone":"z","v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
+				`{"address":"10.0.0.1","port":81,"servicePortName":"web","labels":{"topology.istio.io/cluster":"Kubernetes","topology.istio.io/network":"n1","topology.istio.io/subzone":"s","topology.kubernetes.io/region":"r","topology.kubernetes.io/zone":"z","v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
+				`{"address":"10.0.0.2","port":8080,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"},` +
+				`{"address":"10.0.0.2","port":81,"servicePortName":"web","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
 		},
 		{
 			name: "DNS without endpoints: each host resolves itself; MESH_EXTERNAL by default",
@@ -112,7 +112,7 @@ resolution: DNS
 ports: [{number: 80, protocol: GRPC, name: grpc}]
 endpoints: [{address: us.api.example.com}]`,
 			want: `{"services":[{"hostname":"api.example.com","name":"api.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":80,"protocol":"GRPC"}],"resolution":"DNSAlias"}],` +
-				`"endpoints":[{"address":"us.api.example.com","port":80,"servicePortName":"grpc","locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
+				`"endpoints":[{"address":"us.api.example.com","port":80,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
 		},
 		{
 			name: "a wildcard host is reported and not served",
