@@ -47,6 +47,7 @@ func newCommand() *cobra.Command {
 	cfg := bench.Defaults()
 	r := rate(cfg.Rate)
 	var jsonPath, plotPath string
+	var compare []string
 	pods := true
 	cmd := &cobra.Command{
 		Use:   "meshbench",
@@ -73,19 +74,32 @@ LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
             its whole configuration (--plot draws it)
   soak      with --soak, churn for that long and the slopes of meshpilot's
             RSS, heap, goroutines and open streams, and misses
+  compare   with --compare BIN: write the workload once, then in each of
+            --rounds rounds start the run's own meshpilot and each --compare
+            binary in turn against it, converge the clients and stop both;
+            per binary every run's time to ready, convergence, CPU seconds
+            converging, peak RSS and live heap, and their medians; no churn
 
 Run it from the meshpilot repository (it builds cmd/meshpilot and
 kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 		Example: `  meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false
   meshbench --services 1000 --endpoints 10 --clients 500 --json result.json
   meshbench --replicas 3 --clients 300 --changes 0 --plot replica-balance.svg
-  meshbench --soak 30m --json soak.json`,
+  meshbench --soak 30m --json soak.json
+  meshbench --compare '/tmp/old/meshpilot --max-new-streams-per-second=0' --rounds 3 --json compare.json`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Rate = float64(r)
 			cfg.NoPods = !pods
+			for _, c := range compare {
+				f := strings.Fields(c)
+				if len(f) == 0 {
+					return fmt.Errorf("--compare %q: want a binary and its arguments", c)
+				}
+				cfg.Compare.Binaries = append(cfg.Compare.Binaries, bench.Binary{Path: f[0], Args: f[1:]})
+			}
 			cfg.Log = cmd.ErrOrStderr()
 			res, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
@@ -135,11 +149,13 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.IntVar(&cfg.Changes, "changes", cfg.Changes, "endpoint additions during churn (0 skips churn)")
 	f.Var(&r, "rate", "churn rate: changes per second (5 or 5/s)")
 	f.StringVar(&cfg.Meshpilot, "meshpilot", "", "meshpilot binary (default: build ./cmd/meshpilot as the Dockerfile does, into a temporary folder)")
-	f.StringArrayVar(&cfg.MeshpilotArgs, "meshpilot-arg", nil, "extra argument for `meshpilot serve`, repeatable, e.g. --meshpilot-arg=--debounce-after=100ms")
-	f.StringVar(&cfg.MeshpilotLog, "meshpilot-log", "", "keep meshpilot's output in this file (default: kept only when the run fails)")
-	f.StringVar(&cfg.ProfileDir, "profile", "", "save meshpilot's heap profiles after each phase and CPU profiles of convergence and churn into this folder (needs its /debug/pprof/; heap profiles force a GC, so take memory figures from runs without it)")
+	f.StringArrayVar(&cfg.MeshpilotArgs, "meshpilot-arg", nil, "extra argument for `meshpilot serve`, repeatable, e.g. --meshpilot-arg=--debounce-after=100ms; with --compare, for --meshpilot's binary (or the build) alone")
+	f.StringVar(&cfg.MeshpilotLog, "meshpilot-log", "", "keep meshpilot's output in this file (default: kept only when the run fails); with --compare, one file per run, FILE.round<R>-binary<B>")
+	f.StringVar(&cfg.ProfileDir, "profile", "", "save meshpilot's heap profiles after each phase and CPU profiles of convergence and churn into this folder (needs its /debug/pprof/; heap profiles force a GC, so take memory figures from runs without it); with --compare, a folder per run, round<R>-binary<B>")
+	f.StringArrayVar(&compare, "compare", nil, "compare mode, repeatable: `'BIN [ARG...]'`, a meshpilot binary and the extra arguments of its meshpilot serve (split at spaces; they and --meshpilot-arg each go to their own binary only, so an older binary is not given a flag it lacks: --max-new-streams-per-second=0, say, which the build gets by itself). The workload is written once; then in each of --rounds rounds, --meshpilot (or the build) and each --compare binary in turn start against it, every client converges, and clients and meshpilot stop. Each run records the time to ready, convergence, meshpilot's CPU seconds while the clients converged, its peak RSS (VmHWM) and live heap; the summary gives them per binary with their medians. No churn: --changes, --rate and --settle are not used")
+	f.IntVar(&cfg.Compare.Rounds, "rounds", cfg.Compare.Rounds, "with --compare: rounds, each running every binary once, in turn")
 	f.StringVar(&jsonPath, "json", "", "write every figure as JSON to this file")
-	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the run after this (the build of meshpilot not counted)")
+	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up on the run after this (the build of meshpilot not counted; with --compare, every run counted)")
 	f.DurationVar(&cfg.MissTimeout, "miss-timeout", cfg.MissTimeout, "a change not seen by a client within this is a miss")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "pause between convergence and churn, so that churn starts after meshpilot's push of its initial sync")
 	f.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "API writes in flight while writing the workload")

@@ -115,6 +115,9 @@ type Config struct {
 	// one and records clients per replica (replicas.go); there is no
 	// churn then.
 	Replicas ReplicasConfig `json:"replicas"`
+	// Compare, with Binaries, compares meshpilot binaries against one
+	// workload, without churn (compare.go).
+	Compare CompareConfig `json:"compare"`
 
 	// Env is an API server to use; nil starts one for the run.
 	Env *testenv.Env `json:"-"`
@@ -132,7 +135,7 @@ func Defaults() Config {
 		Changes: 50, Rate: 5,
 		Nodes: 6, Concurrency: 32,
 		MissTimeout: 10 * time.Second, Settle: 2 * time.Second, Timeout: 15 * time.Minute,
-		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(),
+		Seed: 1, Prefix: "bench", Clusters: 1, Replicas: DefaultReplicas(), Compare: DefaultCompare(),
 		SoakSample: 10 * time.Second,
 	}
 }
@@ -170,6 +173,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	errs = append(errs, c.Replicas.validate()...)
+	errs = append(errs, c.validateCompare()...)
 	if c.Replicas.Count > 1 && c.Clusters > 1 {
 		errs = append(errs, errors.New("replicas and clusters do not go together"))
 	}
@@ -224,6 +228,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}()
 
+	// Before the build and the workload, which at scale takes many minutes.
+	for _, b := range cfg.Compare.Binaries {
+		if _, err := os.Stat(b.Path); err != nil {
+			return nil, fmt.Errorf("a meshpilot binary to compare: %w", err)
+		}
+	}
 	bin := cfg.Meshpilot
 	if bin != "" {
 		if _, err := os.Stat(bin); err != nil {
@@ -313,154 +323,35 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 
 	// meshpilot.
-	xdsAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	httpAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"serve", "--kubeconfig", env.Kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}
+	serveArgs := cfg.MeshpilotArgs
 	if cfg.Meshpilot == "" {
 		// The benchmark measures how fast meshpilot serves its clients
 		// all arriving at once, not the pace --max-new-streams-per-second
 		// sets for a herd (its default would refuse most of --clients
 		// 10000, and a refused client ends the run). A binary given by
 		// --meshpilot may predate the flag: pass it with --meshpilot-arg.
-		args = append(args, "--max-new-streams-per-second=0")
+		serveArgs = append([]string{"--max-new-streams-per-second=0"}, cfg.MeshpilotArgs...)
 	}
-	args = append(args, cfg.MeshpilotArgs...)
-	res.MeshpilotArgs = args
-	logPath := cfg.MeshpilotLog
-	if logPath == "" {
-		logPath = filepath.Join(workDir, "meshpilot.log")
+	serve := serveRun{cfg: &cfg, kubeconfig: env.Kubeconfig, bin: bin, args: serveArgs,
+		profileDir: cfg.ProfileDir, workload: w, remotes: remotes, res: res, logf: logf}
+	if len(cfg.Compare.Binaries) > 0 {
+		res.Compare, err = runCompare(ctx, compareRun{serve: serve, build: res.MeshpilotBuild, logDir: workDir})
+		if err != nil {
+			return nil, err
+		}
+		res.Seconds = time.Since(begin).Seconds()
+		return res, nil
 	}
-	logf("starting %s %s", bin, strings.Join(args, " "))
-	t0 = time.Now()
-	proc, err := startProcess(bin, args, logPath)
+	serve.logPath, serve.keepLog = cfg.MeshpilotLog, cfg.MeshpilotLog != ""
+	if serve.logPath == "" {
+		serve.logPath = filepath.Join(workDir, "meshpilot.log")
+	}
+	sv, err := serveAndConverge(ctx, serve)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		serr := proc.stop(10 * time.Second)
-		if serr != nil {
-			logf("%v", serr)
-			if err == nil {
-				err = serr
-			}
-		}
-		if err != nil || cfg.MeshpilotLog != "" {
-			logf("meshpilot's log is in %s", logPath)
-		}
-	}()
-	if err := proc.awaitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
-		return nil, err
-	}
-	res.SyncSeconds = time.Since(t0).Seconds()
-	res.metricsURL = "http://" + httpAddr + "/metrics"
-	logf("meshpilot ready in %.2fs", res.SyncSeconds)
-	if len(remotes) > 0 {
-		if err := remotes.await(ctx, "http://"+httpAddr+"/metrics", cfg.Clusters*cfg.Services*cfg.Endpoints, 2*time.Minute); err != nil {
-			return nil, err
-		}
-		res.RemoteSyncSeconds = time.Since(t0).Seconds()
-		logf("every remote cluster's endpoints in meshpilot's model %.2fs after its start", res.RemoteSyncSeconds)
-	}
-	res.snapshot(proc, "sync")
-	var prof *profiler
-	if cfg.ProfileDir != "" {
-		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
-			return nil, err
-		}
-		prof = &profiler{base: "http://" + debugAddr(cfg.MeshpilotArgs, httpAddr), dir: cfg.ProfileDir, logf: logf}
-		prof.fetch(ctx, "heap?gc=1", "heap-sync.pb.gz")
-	}
-	// cpuProfile profiles meshpilot for d in the background; wait for it
-	// with the returned function.
-	cpuProfile := func(d time.Duration, file string) func() {
-		if prof == nil {
-			return func() {}
-		}
-		stopSelf := prof.selfCPU("meshbench-" + file)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			prof.fetch(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(d.Seconds()+0.999))), file)
-		}()
-		return func() { <-done; stopSelf() }
-	}
-
-	// Clients.
-	tr := newTracker(cfg.Clients)
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	subs := make([][]int, cfg.Clients) // services of each client
-	byService := make([][]int, len(w.services))
-	for c := range cfg.Clients {
-		subs[c] = rng.Perm(len(w.services))[:cfg.PerClient]
-		for _, s := range subs[c] {
-			byService[s] = append(byService[s], c)
-		}
-	}
-	tr.byService = byService
-	clientCtx, stopClients := context.WithCancel(ctx)
-	clientErrs := make(chan error, cfg.Clients)
-	groups := newConnGroups(cfg.Clients, cfg.StreamsPerConn)
-	clients := newFleet(clientCtx, xdsAddr, cfg.Clients, groups, clientErrs)
-	defer func() {
-		stopClients()
-		clients.wait()
-	}()
-	stats := &clientStats{}
-	logf("opening %d ADS streams, %d services each, on %d connections", cfg.Clients, cfg.PerClient, groups.conns(cfg.Clients))
-	// newClient is client c as it starts, and restarts in a soak.
-	newClient := func(c int) *adsClient {
-		var names []string
-		for _, s := range subs[c] {
-			names = append(names, w.services[s].listenerName())
-		}
-		cl := newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
-		cl.wantEndpoints = cfg.Clusters * cfg.Endpoints
-		return cl
-	}
-	first := make([]*adsClient, cfg.Clients)
-	for c := range cfg.Clients {
-		first[c] = newClient(c)
-	}
-	// Convergence takes well under a second up to about a thousand
-	// clients: a 2 s profile covers it, longer with more clients.
-	waitConvProfile := cpuProfile(max(2*time.Second, time.Duration(cfg.Clients)*500*time.Microsecond), "cpu-converge.pb.gz")
-	if prof != nil {
-		time.Sleep(100 * time.Millisecond) // let the profile start
-	}
-	convStart := time.Now()
-	for _, cl := range first {
-		if err := clients.start(cl); err != nil {
-			return nil, err
-		}
-	}
-	convTimeout := time.NewTimer(max(cfg.MissTimeout, 30*time.Second+time.Duration(cfg.Clients)*20*time.Millisecond))
-	defer convTimeout.Stop()
-	select {
-	case <-tr.allConverged:
-	case err := <-clientErrs:
-		return nil, fmt.Errorf("during convergence: %w", err)
-	case <-convTimeout.C:
-		return nil, fmt.Errorf("only %d of %d clients converged in time", tr.convergedCount(), cfg.Clients)
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-	res.Convergence = tr.convergence(first, convStart)
-	res.Convergence.Connections = clients.connections()
-	res.snapshot(proc, "converged")
-	waitConvProfile()
-	prof.fetch(ctx, "heap?gc=1", "heap-converged.pb.gz")
-	prof.selfHeap("meshbench-heap-converged.pb.gz")
-	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
-		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
-	if err := proc.alive(); err != nil {
-		return nil, err
-	}
+	defer func() { err = sv.stop(err) }()
+	proc, tr, rng, byService, clientErrs, prof := sv.proc, sv.tracker, sv.rng, sv.byService, sv.clientErrs, sv.prof
 
 	if cfg.Soak > 0 {
 		// meshpilot debounces the events of its initial sync like any
@@ -474,9 +365,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		soak, err := runSoak(ctx, soakRun{
 			churnRun:   churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribedServices(byService), cfg: &cfg, clientErrs: clientErrs},
 			proc:       proc,
-			metricsURL: "http://" + httpAddr + "/metrics",
-			clients:    clients,
-			newClient:  newClient,
+			metricsURL: "http://" + sv.httpAddr + "/metrics",
+			clients:    sv.clients,
+			newClient:  sv.newClient,
 			logf:       logf,
 		})
 		if err != nil {
@@ -499,7 +390,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		// The pause's CPU time (that push, profiles) is not churn's.
 		res.snapshot(proc, "settled")
 		logf("churn: %d endpoint additions at %g/s", cfg.Changes, cfg.Rate)
-		waitChurnProfile := cpuProfile(time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
+		waitChurnProfile := prof.cpu(ctx, time.Duration(float64(cfg.Changes)/cfg.Rate*float64(time.Second)), "cpu-churn.pb.gz")
 		churn, err := runChurn(ctx, churnRun{workload: w, clusters: remotes.workloads(w), tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
 		if err != nil {
 			return nil, err
@@ -544,12 +435,191 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	res.XDS = XDSTraffic{Responses: map[string]int64{}, Bytes: map[string]int64{}}
 	for t, name := range []string{"lds", "rds", "cds", "eds"} {
-		res.XDS.Responses[name] = stats.responses[t].Load()
-		res.XDS.Bytes[name] = stats.bytes[t].Load()
+		res.XDS.Responses[name] = sv.stats.responses[t].Load()
+		res.XDS.Bytes[name] = sv.stats.bytes[t].Load()
 	}
-	res.XDS.Ignored = stats.ignored.Load()
+	res.XDS.Ignored = sv.stats.ignored.Load()
 	res.Seconds = time.Since(begin).Seconds()
 	return res, nil
+}
+
+// serveRun says how serveAndConverge starts meshpilot and its clients.
+type serveRun struct {
+	cfg        *Config
+	kubeconfig string
+	bin        string
+	// args follow serve's own flags for the API server and addresses.
+	args    []string
+	logPath string
+	// keepLog names meshpilot's log when the run ends well too.
+	keepLog bool
+	// profileDir, when set, receives the profiles (Config.ProfileDir).
+	profileDir string
+	workload   *workload
+	remotes    remoteClusters
+	// res receives the time to ready, the phases "sync" and "converged"
+	// and the convergence.
+	res  *Result
+	logf func(string, ...any)
+}
+
+// serving is meshpilot ready with every client converged on it: what
+// churn and a soak go on from, and what a compare run measures and
+// stops.
+type serving struct {
+	proc       *process
+	httpAddr   string
+	prof       *profiler
+	tracker    *tracker
+	rng        *rand.Rand // chose the clients' services; churn goes on with it
+	byService  [][]int    // clients subscribed to each service
+	clients    *fleet
+	clientErrs chan error
+	stats      *clientStats
+	// newClient is client c as it starts, and restarts in a soak.
+	newClient func(c int) *adsClient
+
+	stopClients context.CancelFunc // nil until the clients start
+	logPath     string
+	keepLog     bool
+	logf        func(string, ...any)
+}
+
+// serveAndConverge starts meshpilot, waits for its /readyz (and every
+// remote cluster's endpoints), opens every client and waits for all of
+// them to converge. On an error it stops what it started.
+func serveAndConverge(ctx context.Context, r serveRun) (_ *serving, err error) {
+	cfg, res, w, logf := r.cfg, r.res, r.workload, r.logf
+	xdsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--kubeconfig", r.kubeconfig, "--xds-addr", xdsAddr, "--http-addr", httpAddr}, r.args...)
+	res.MeshpilotArgs = args
+	logf("starting %s %s", r.bin, strings.Join(args, " "))
+	t0 := time.Now()
+	proc, err := startProcess(r.bin, args, r.logPath)
+	if err != nil {
+		return nil, err
+	}
+	s := &serving{proc: proc, httpAddr: httpAddr, logPath: r.logPath, keepLog: r.keepLog, logf: logf}
+	defer func() {
+		if err != nil {
+			err = s.stop(err)
+		}
+	}()
+	if err := proc.awaitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
+		return nil, err
+	}
+	res.SyncSeconds = time.Since(t0).Seconds()
+	res.metricsURL = "http://" + httpAddr + "/metrics"
+	logf("meshpilot ready in %.2fs", res.SyncSeconds)
+	if len(r.remotes) > 0 {
+		if err := r.remotes.await(ctx, "http://"+httpAddr+"/metrics", cfg.Clusters*cfg.Services*cfg.Endpoints, 2*time.Minute); err != nil {
+			return nil, err
+		}
+		res.RemoteSyncSeconds = time.Since(t0).Seconds()
+		logf("every remote cluster's endpoints in meshpilot's model %.2fs after its start", res.RemoteSyncSeconds)
+	}
+	res.snapshot(proc, "sync")
+	if r.profileDir != "" {
+		if err := os.MkdirAll(r.profileDir, 0o755); err != nil {
+			return nil, err
+		}
+		s.prof = &profiler{base: "http://" + debugAddr(r.args, httpAddr), dir: r.profileDir, logf: logf}
+		s.prof.fetch(ctx, "heap?gc=1", "heap-sync.pb.gz")
+	}
+
+	// Clients.
+	tr := newTracker(cfg.Clients)
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	subs := make([][]int, cfg.Clients) // services of each client
+	byService := make([][]int, len(w.services))
+	for c := range cfg.Clients {
+		subs[c] = rng.Perm(len(w.services))[:cfg.PerClient]
+		for _, i := range subs[c] {
+			byService[i] = append(byService[i], c)
+		}
+	}
+	tr.byService = byService
+	clientCtx, stopClients := context.WithCancel(ctx)
+	clientErrs := make(chan error, cfg.Clients)
+	groups := newConnGroups(cfg.Clients, cfg.StreamsPerConn)
+	clients := newFleet(clientCtx, xdsAddr, cfg.Clients, groups, clientErrs)
+	stats := &clientStats{}
+	s.tracker, s.rng, s.byService, s.clients, s.clientErrs, s.stats, s.stopClients = tr, rng, byService, clients, clientErrs, stats, stopClients
+	logf("opening %d ADS streams, %d services each, on %d connections", cfg.Clients, cfg.PerClient, groups.conns(cfg.Clients))
+	s.newClient = func(c int) *adsClient {
+		var names []string
+		for _, i := range subs[c] {
+			names = append(names, w.services[i].listenerName())
+		}
+		cl := newADSClient(c, w.namespace(c%cfg.Namespaces), names, tr, stats)
+		cl.wantEndpoints = cfg.Clusters * cfg.Endpoints
+		return cl
+	}
+	first := make([]*adsClient, cfg.Clients)
+	for c := range cfg.Clients {
+		first[c] = s.newClient(c)
+	}
+	// Convergence takes well under a second up to about a thousand
+	// clients: a 2 s profile covers it, longer with more clients.
+	waitConvProfile := s.prof.cpu(ctx, max(2*time.Second, time.Duration(cfg.Clients)*500*time.Microsecond), "cpu-converge.pb.gz")
+	if s.prof != nil {
+		time.Sleep(100 * time.Millisecond) // let the profile start
+	}
+	convStart := time.Now()
+	for _, cl := range first {
+		if err := clients.start(cl); err != nil {
+			return nil, err
+		}
+	}
+	convTimeout := time.NewTimer(max(cfg.MissTimeout, 30*time.Second+time.Duration(cfg.Clients)*20*time.Millisecond))
+	defer convTimeout.Stop()
+	select {
+	case <-tr.allConverged:
+	case err := <-clientErrs:
+		return nil, fmt.Errorf("during convergence: %w", err)
+	case <-convTimeout.C:
+		return nil, fmt.Errorf("only %d of %d clients converged in time", tr.convergedCount(), cfg.Clients)
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	res.Convergence = tr.convergence(first, convStart)
+	res.Convergence.Connections = clients.connections()
+	res.snapshot(proc, "converged")
+	waitConvProfile()
+	s.prof.fetch(ctx, "heap?gc=1", "heap-converged.pb.gz")
+	s.prof.selfHeap("meshbench-heap-converged.pb.gz")
+	logf("all %d clients converged in %.0f ms (per client p50 %.0f ms, p99 %.0f ms)",
+		cfg.Clients, res.Convergence.AllMS, res.Convergence.P50MS, res.Convergence.P99MS)
+	if err := proc.alive(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// stop ends the clients, then meshpilot, and returns err, or else
+// meshpilot's failure to stop cleanly.
+func (s *serving) stop(err error) error {
+	if s.stopClients != nil {
+		s.stopClients()
+		s.clients.wait()
+	}
+	if serr := s.proc.stop(10 * time.Second); serr != nil {
+		s.logf("%v", serr)
+		if err == nil {
+			err = serr
+		}
+	}
+	if err != nil || s.keepLog {
+		s.logf("meshpilot's log is in %s", s.logPath)
+	}
+	return err
 }
 
 // churnRun is what the churn phase works with.

@@ -288,6 +288,21 @@ func (p *profiler) fetch(ctx context.Context, path, file string) {
 	p.logf("profile saved: %s", filepath.Join(p.dir, file))
 }
 
+// cpu profiles meshpilot for d, and meshbench itself, in the
+// background; the function returned waits for both.
+func (p *profiler) cpu(ctx context.Context, d time.Duration, file string) (wait func()) {
+	if p == nil {
+		return func() {}
+	}
+	stopSelf := p.selfCPU("meshbench-" + file)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.fetch(ctx, fmt.Sprintf("profile?seconds=%d", max(1, int(d.Seconds()+0.999))), file)
+	}()
+	return func() { <-done; stopSelf() }
+}
+
 func (p *profiler) get(ctx context.Context, path, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/debug/pprof/"+path, nil)
 	if err != nil {

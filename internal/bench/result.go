@@ -40,6 +40,9 @@ type Result struct {
 	// Replicas (Config.Replicas.Count above 1) is the replica run's
 	// figures; it has no churn and no phases.
 	Replicas *ReplicasResult `json:"replicas,omitempty"`
+	// Compare (Config.Compare.Binaries) is a compare run's figures; it
+	// has no churn and no phases of its own.
+	Compare *CompareResult `json:"compare,omitempty"`
 	// Soak (Config.Soak) replaces churn.
 	Soak *SoakResult `json:"soak,omitempty"`
 	// Phases are meshpilot's usage after sync, after convergence, after
@@ -265,24 +268,34 @@ func (r *Result) WriteSummary(out io.Writer) {
 	case c.Headless:
 		fmt.Fprintln(out, "headless Services (no cluster IP)")
 	}
-	if c.Soak > 0 {
+	if r.Compare != nil {
+		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d binaries compared over %d rounds, convergence only\n",
+			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, len(r.Compare.Binaries), r.Compare.Rounds)
+	} else if c.Soak > 0 {
 		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; a %s soak at %g changes/s\n",
 			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Soak, c.Rate)
 	} else {
 		fmt.Fprintf(out, "meshbench: %d services / %d namespaces / %d endpoints each; %d clients x %d services; %d changes at %g/s\n",
 			c.Services, c.Namespaces, c.Endpoints, c.Clients, c.PerClient, c.Changes, c.Rate)
 	}
-	if r.MeshpilotBuild != "" {
-		fmt.Fprintf(out, "meshpilot: %s build of ./cmd/meshpilot\n", r.MeshpilotBuild)
-	} else if r.Meshpilot != "" {
-		fmt.Fprintf(out, "meshpilot: %s\n", r.Meshpilot)
-	}
-	if len(c.MeshpilotArgs) > 0 {
-		fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
+	// A compare run's tables name each binary with its arguments.
+	if r.Compare == nil {
+		if r.MeshpilotBuild != "" {
+			fmt.Fprintf(out, "meshpilot: %s build of ./cmd/meshpilot\n", r.MeshpilotBuild)
+		} else if r.Meshpilot != "" {
+			fmt.Fprintf(out, "meshpilot: %s\n", r.Meshpilot)
+		}
+		if len(c.MeshpilotArgs) > 0 {
+			fmt.Fprintf(out, "meshpilot args: %s\n", strings.Join(c.MeshpilotArgs, " "))
+		}
 	}
 	fmt.Fprintf(out, "machine: %d CPUs, %s, load %s at start\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.LoadAvg)
-	fmt.Fprintf(out, "setup: %d API writes in %.2f s (%.0f/s%s); meshpilot ready in %.2f s\n",
-		r.Setup.Writes, r.Setup.Seconds, r.Setup.WritesPerSecond, busiestNote(r.Setup.Processes), r.SyncSeconds)
+	fmt.Fprintf(out, "setup: %d API writes in %.2f s (%.0f/s%s)",
+		r.Setup.Writes, r.Setup.Seconds, r.Setup.WritesPerSecond, busiestNote(r.Setup.Processes))
+	if r.Compare == nil {
+		fmt.Fprintf(out, "; meshpilot ready in %.2f s", r.SyncSeconds)
+	}
+	fmt.Fprintln(out)
 	if c.Clusters > 1 {
 		fmt.Fprintf(out, "clusters: %d, the same services in each (%d endpoints per hostname); every remote cluster's endpoints in meshpilot %.2f s after its start\n",
 			c.Clusters, c.Clusters*c.Endpoints, r.RemoteSyncSeconds)
@@ -290,6 +303,10 @@ func (r *Result) WriteSummary(out io.Writer) {
 	fmt.Fprintln(out)
 	if r.Replicas != nil {
 		r.Replicas.writeSummary(out)
+		return
+	}
+	if r.Compare != nil {
+		r.Compare.writeSummary(out)
 		return
 	}
 

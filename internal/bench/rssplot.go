@@ -114,10 +114,10 @@ func groupRSS(results []*Result) ([]rssGroup, error) {
 	return groups, nil
 }
 
-// median of f over ps, NaN values left out (NaN when all are).
-func median(ps []rssPoint, f func(rssPoint) float64) float64 {
+// median of f over xs, NaN values left out (NaN when all are).
+func median[T any](xs []T, f func(T) float64) float64 {
 	var v []float64
-	for _, p := range ps {
+	for _, p := range xs {
 		if x := f(p); !math.IsNaN(x) {
 			v = append(v, x)
 		}

@@ -15,9 +15,10 @@ import (
 // failover, as in Istio (they would order endpoints twice).
 var topologyLabels = []string{"topology.kubernetes.io/region", "topology.kubernetes.io/zone", "topology.istio.io/subzone"}
 
-// localityLBOf converts localityLbSetting, refusing what Istio's
-// validation (ValidateLocalityLbSetting) refuses; nil when not given.
-func localityLBOf(in *v1alpha3.LocalityLoadBalancerSetting) (*model.LocalityLB, error) {
+// ConvertLocalityLB converts a localityLbSetting (MeshConfig's, or a
+// DestinationRule's loadBalancer's), refusing what Istio's validation
+// (ValidateLocalityLbSetting) refuses; nil when not given.
+func ConvertLocalityLB(in *v1alpha3.LocalityLoadBalancerSetting) (*model.LocalityLB, error) {
 	if in == nil {
 		return nil, nil
 	}

@@ -120,7 +120,7 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 	if out.DefaultExportTo, err = exportDefaultsOf(mesh); err != nil {
 		return nil, err
 	}
-	lb, err := localityLBOf(mesh.GetLocalityLbSetting())
+	lb, err := ConvertLocalityLB(mesh.GetLocalityLbSetting())
 	if err != nil {
 		return nil, err
 	}

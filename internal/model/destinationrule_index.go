@@ -369,6 +369,11 @@ func NewStaticPolicies(rootNamespace string, rules []*DestinationRule) *StaticPo
 	return p
 }
 
+// AppendDestinationRuleKeys implements PolicyIndex.
+func (p *StaticPolicies) AppendDestinationRuleKeys(deps []ConfigKey, host Hostname) []ConfigKey {
+	return AppendRuleKeys(deps, host, p.x.Wildcards)
+}
+
 // DestinationRuleFor implements PolicyIndex.
 func (p *StaticPolicies) DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (*DestinationRule, bool) {
 	return p.x.Choose(host, serviceNamespace, clientNamespace, p.root)

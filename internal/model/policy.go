@@ -15,7 +15,7 @@ type DestinationRule struct {
 	Namespace, Name string
 	// Host is the FQDN it applies to, or a wildcard ("*.example.com",
 	// "*"): then it applies to the hosts the wildcard matches that have
-	// no rule of their own in its namespace (RulesFor).
+	// no rule of their own in its namespace (RuleIndex).
 	Host Hostname
 	// Policy applies to every cluster of the host, unless a port's or a
 	// subset's overrides it.
@@ -47,7 +47,7 @@ type Subset struct {
 	// Labels select the endpoints; nil selects every endpoint.
 	Labels Labels
 	// Policy, when not nil, overrides the rule's for this subset's
-	// clusters, field by field as Istio merges them.
+	// clusters, block by block as Istio merges them (PolicyFor).
 	Policy *TrafficPolicy
 }
 
@@ -62,21 +62,81 @@ const (
 	LBRandom
 )
 
-// TrafficPolicy is the part of a rule's trafficPolicy meshpilot applies.
+// TrafficPolicy is the part of a rule's trafficPolicy meshpilot applies,
+// in the blocks Istio merges whole: loadBalancer (LoadBalancer,
+// ConsistentHash, LocalityLB), connectionPool, outlierDetection, tls.
 type TrafficPolicy struct {
 	// LoadBalancer is loadBalancer.simple; ConsistentHash, when set,
 	// is loadBalancer.consistentHash instead (one of the two is set).
 	LoadBalancer   LoadBalancer
 	ConsistentHash *ConsistentHash
-	// MaxRequests is connectionPool.http.http2MaxRequests; 0: unset.
-	MaxRequests int32
+	// LocalityLB, when set, is loadBalancer.localityLbSetting: it
+	// replaces the mesh's for the clusters the policy applies to.
+	LocalityLB *LocalityLB
+	// LoadBalancerSet says that the policy has a loadBalancer block even
+	// if it sets none of the fields above: the block still replaces the
+	// one it merges over.
+	LoadBalancerSet bool
+	// ConnectionPool, when set, is connectionPool.
+	ConnectionPool *ConnectionPool
 	// OutlierDetection, when set, is outlierDetection.
 	OutlierDetection *OutlierDetection
 	// TLS, when set, is tls: how to secure connections to the endpoints.
 	TLS *ClientTLS
-	// PortLevel holds the per-port policies, by port number; they replace
-	// the top-level fields they set.
+	// PortLevel holds the per-port policies, by port number: a port's
+	// replaces the policy it is in as a whole (ForPort).
 	PortLevel map[int32]*TrafficPolicy
+}
+
+// hasLoadBalancer says whether the policy has a loadBalancer block.
+func (p *TrafficPolicy) hasLoadBalancer() bool {
+	return p.LoadBalancerSet || p.LoadBalancer != LBDefault || p.ConsistentHash != nil || p.LocalityLB != nil
+}
+
+// ConnectionPool is connectionPool. A zero count or duration is unset.
+type ConnectionPool struct {
+	// TCP settings: tcp.maxConnections, connectTimeout,
+	// maxConnectionDuration, idleTimeout, tcpKeepalive.
+	MaxConnections        int32
+	ConnectTimeout        time.Duration
+	MaxConnectionDuration time.Duration
+	TCPIdleTimeout        time.Duration
+	TCPKeepalive          *TCPKeepalive
+	// HTTP settings: http.http1MaxPendingRequests, http2MaxRequests,
+	// maxRequestsPerConnection, maxRetries, idleTimeout,
+	// maxConcurrentStreams, h2UpgradePolicy, useClientProtocol,
+	// http2KeepAlive.
+	MaxPendingRequests       int32
+	MaxRequests              int32
+	MaxRequestsPerConnection int32
+	MaxRetries               int32
+	HTTPIdleTimeout          time.Duration
+	MaxConcurrentStreams     int32
+	H2Upgrade                H2UpgradePolicy
+	UseClientProtocol        bool
+	HTTP2KeepAlive           *HTTP2KeepAlive
+}
+
+// HTTP2KeepAlive is http.http2KeepAlive: HTTP/2 PINGs on idle
+// connections; zero fields are unset.
+type HTTP2KeepAlive struct {
+	Interval, Timeout time.Duration
+}
+
+// H2UpgradePolicy is http.h2UpgradePolicy.
+type H2UpgradePolicy uint8
+
+const (
+	// H2UpgradeDefault: the mesh's (Istio's default mesh: do not upgrade).
+	H2UpgradeDefault H2UpgradePolicy = iota
+	H2DoNotUpgrade
+	H2Upgrade
+)
+
+// TCPKeepalive is tcp.tcpKeepalive; zero fields are unset.
+type TCPKeepalive struct {
+	Probes         uint32
+	Time, Interval time.Duration
 }
 
 // ConsistentHash is loadBalancer.consistentHash: requests with the same
@@ -161,44 +221,56 @@ type HashCookie struct {
 	TTL        time.Duration
 }
 
-// ForPort returns the policy in force on a port: the port's settings over
-// the policy's own. Istio merges portLevelSettings over the top level
-// field by field (loadBalancer, connectionPool, ...), which is what this
-// does for the fields meshpilot reads.
+// ForPort returns the policy in force on a port: the port's settings
+// when the policy has some for it, else the policy's own. As in Istio
+// (GetPortLevelTrafficPolicy), a port's settings replace the policy as a
+// whole: a block they leave out falls back to its default, not to the
+// policy's.
 func (p *TrafficPolicy) ForPort(port int32) TrafficPolicy {
-	if p == nil {
-		return TrafficPolicy{}
-	}
-	out := *p
-	out.PortLevel = nil
-	if pl := p.PortLevel[port]; pl != nil {
-		out.overlay(pl)
-	}
+	out, _ := p.forPort(port)
 	return out
 }
 
-// overlay sets the fields o sets. loadBalancer is one field in Istio's
-// merge: a simple algorithm over a consistent hash replaces it, and the
-// other way round.
-func (p *TrafficPolicy) overlay(o *TrafficPolicy) {
-	if o.LoadBalancer != LBDefault || o.ConsistentHash != nil {
-		p.LoadBalancer, p.ConsistentHash = o.LoadBalancer, o.ConsistentHash
+// forPort is ForPort, saying whether the port had settings of its own.
+func (p *TrafficPolicy) forPort(port int32) (TrafficPolicy, bool) {
+	if p == nil {
+		return TrafficPolicy{}, false
 	}
-	if o.MaxRequests != 0 {
-		p.MaxRequests = o.MaxRequests
+	if pl := p.PortLevel[port]; pl != nil {
+		out := *pl
+		out.PortLevel = nil
+		return out, true
 	}
-	if o.OutlierDetection != nil {
+	out := *p
+	out.PortLevel = nil
+	return out, false
+}
+
+// mergeOver replaces the blocks of p that o sets; with whole, every
+// block, set or not (Istio's MergeTrafficPolicy: a subset's port-level
+// settings replace the rule's policy wholesale, the subset's own
+// policy block by block).
+func (p *TrafficPolicy) mergeOver(o *TrafficPolicy, whole bool) {
+	if whole || o.hasLoadBalancer() {
+		p.LoadBalancer, p.ConsistentHash, p.LocalityLB, p.LoadBalancerSet = o.LoadBalancer, o.ConsistentHash, o.LocalityLB, o.LoadBalancerSet
+	}
+	if whole || o.ConnectionPool != nil {
+		p.ConnectionPool = o.ConnectionPool
+	}
+	if whole || o.OutlierDetection != nil {
 		p.OutlierDetection = o.OutlierDetection
 	}
-	if o.TLS != nil {
+	if whole || o.TLS != nil {
 		p.TLS = o.TLS
 	}
 }
 
-// PolicyFor returns the traffic policy of a cluster of the rule: the
-// rule's policy for the port, then the subset's for the port over it
-// (Istio's MergeTrafficPolicy). subset is "" for the whole host; a
-// subset the rule does not define yields false.
+// PolicyFor returns the traffic policy of a cluster of the rule, as
+// Istio's MergeSubsetTrafficPolicy builds it: the rule's policy for the
+// port (ForPort); for a subset, the subset's port-level settings for
+// the port replace that as a whole, else the subset's policy replaces
+// the blocks it sets. subset is "" for the whole host; a subset the rule
+// does not define yields false.
 func (r *DestinationRule) PolicyFor(port int32, subset string) (TrafficPolicy, bool) {
 	if r == nil {
 		return TrafficPolicy{}, subset == ""
@@ -212,10 +284,46 @@ func (r *DestinationRule) PolicyFor(port int32, subset string) (TrafficPolicy, b
 		return TrafficPolicy{}, false
 	}
 	if s.Policy != nil {
-		sp := s.Policy.ForPort(port)
-		out.overlay(&sp)
+		sp, portLevel := s.Policy.forPort(port)
+		out.mergeOver(&sp, portLevel)
 	}
 	return out, true
+}
+
+// HashFor returns the consistent hash of the route to a destination of
+// the rule's host, as Istio looks it up for a route's hash policy
+// (HashForHTTPDestination), which is not how clusters merge: the
+// subset's port-level hash, else the subset's, else the rule's
+// port-level hash, else the rule's; port-level settings count only when
+// the destination names its port (port != 0). A hash is taken from the
+// first of these that has one, whatever else they set.
+func (r *DestinationRule) HashFor(port int32, subset string) *ConsistentHash {
+	if r == nil {
+		return nil
+	}
+	portHash := func(p *TrafficPolicy) *ConsistentHash {
+		if p == nil || port == 0 || p.PortLevel[port] == nil {
+			return nil
+		}
+		return p.PortLevel[port].ConsistentHash
+	}
+	var subsetPolicy *TrafficPolicy
+	if s := r.Subset(subset); subset != "" && s != nil {
+		subsetPolicy = s.Policy
+	}
+	if h := portHash(subsetPolicy); h != nil {
+		return h
+	}
+	if subsetPolicy != nil && subsetPolicy.ConsistentHash != nil {
+		return subsetPolicy.ConsistentHash
+	}
+	if h := portHash(r.Policy); h != nil {
+		return h
+	}
+	if r.Policy != nil {
+		return r.Policy.ConsistentHash
+	}
+	return nil
 }
 
 // Subset returns the subset with that name, or nil.
@@ -242,6 +350,10 @@ type PolicyIndex interface {
 	// (a rule for the host exists in a namespace that only its own
 	// clients see).
 	DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (rule *DestinationRule, byClient bool)
+	// AppendDestinationRuleKeys appends to deps the keys that what reads
+	// host's rules depends on (AppendRuleKeys over the index's wildcard
+	// hosts).
+	AppendDestinationRuleKeys(deps []ConfigKey, host Hostname) []ConfigKey
 }
 
 // DestinationRuleKey is the key of the rules that apply to a host: what
@@ -250,24 +362,27 @@ func DestinationRuleKey(h Hostname) ConfigKey {
 	return ConfigKey{Kind: KindDestinationRule, Name: string(h)}
 }
 
-// DestinationRuleKeys are the keys of every rule that may apply to a
-// host: its own (DestinationRuleKey) and one per wildcard that could
-// match it, "*.<each suffix after a dot>" and "*". A rule for a wildcard
-// host reports its change under the wildcard's key, so what read the
-// rules of a host hears of a wildcard rule made later, and of none that
-// cannot match it.
-func DestinationRuleKeys(h Hostname) []ConfigKey {
-	out := make([]ConfigKey, 0, strings.Count(string(h), ".")+2)
-	out = append(out, DestinationRuleKey(h))
-	for i, c := range string(h) {
-		if w := "*" + h[i:]; c == '.' && w != h {
-			out = append(out, DestinationRuleKey(w))
+// AppendRuleKeys appends to deps the keys that what reads the rules of
+// host depends on, given the wildcard hosts that have rules now: the
+// host's own DestinationRuleKey, that of each of those wildcards that
+// matches it, and DestinationRuleKey("*"). The last also stands for the
+// set of wildcard hosts: an index reports it when a wildcard host gains
+// its first rule or loses its last, so that a host a new wildcard
+// matches hears of it, while a change to the rules of a wildcard that
+// exists reaches only the hosts it matches. Naming only the wildcards
+// that exist, rather than every suffix of the host that could be one,
+// keeps a watch's keys (and the strings built for them) to two or three.
+func AppendRuleKeys(deps []ConfigKey, host Hostname, wildcards []Hostname) []ConfigKey {
+	deps = append(deps, DestinationRuleKey(host))
+	for _, w := range wildcards {
+		if w != "*" && w != host && WildcardMatches(w, host) {
+			deps = append(deps, DestinationRuleKey(w))
 		}
 	}
-	if h != "*" {
-		out = append(out, DestinationRuleKey("*"))
+	if host != "*" {
+		deps = append(deps, DestinationRuleKey("*"))
 	}
-	return out
+	return deps
 }
 
 // WildcardMatches reports whether a wildcard host ("*.example.com",

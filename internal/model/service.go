@@ -139,6 +139,12 @@ type Service struct {
 	// every namespace, "." the service's own, "~" none, other entries
 	// namespace names; empty means every namespace.
 	ExportTo []string `json:"exportTo,omitempty"`
+	// ServiceAccounts are identities the service's workloads may present
+	// beyond those of its endpoints, as written: a Kubernetes Service's
+	// alpha.istio.io/canonical-serviceaccounts annotation, a
+	// ServiceEntry's subjectAltNames. ISTIO_MUTUAL verifies them too, as
+	// istiod's service accounts of a service hold them.
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
 }
 
 // VisibleTo reports whether clients of namespace ns may see the service.
@@ -265,7 +271,8 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.ClusterIPs, o.ClusterIPs) && s.ExternalName == o.ExternalName &&
 		maps.Equal(s.Labels, o.Labels) && s.InternalTrafficPolicy == o.InternalTrafficPolicy &&
 		s.TrafficDistribution == o.TrafficDistribution && maps.Equal(s.Selector, o.Selector) &&
-		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo)
+		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo) &&
+		slices.Equal(s.ServiceAccounts, o.ServiceAccounts)
 }
 
 // Locality is where a workload runs.

@@ -23,9 +23,9 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 // none, at its endpoints (resolveEndpointNames),
 // with the traffic policy of the DestinationRule the client follows
 // (applyTrafficPolicy). A subset cluster exists when that rule defines
-// the subset. gRPC clients ignore the fields only Envoy reads
-// (common_lb_config, typed_extension_protocol_options), so every client
-// gets the same cluster unless the policy says otherwise.
+// the subset. Envoy and gRPC clients get different clusters: Envoy gets
+// istiod's connection pool defaults (applyConnectionPool), which grpc-go
+// would read as no limit on requests.
 type clusterGenerator struct{ GeneratorOptions }
 
 func (*clusterGenerator) Type() ResourceType {
@@ -59,7 +59,8 @@ func (g *clusterGenerator) Generate(c *Client, name string) Result {
 		}
 		vary |= VaryKind
 	}
-	vary |= applyTrafficPolicy(cl, policy, c)
+	p, _ := svc.PortByNumber(key.Port)
+	vary |= applyTrafficPolicy(cl, policy, p.Protocol, c)
 	deps, tlsVary := g.applyTLS(cl, policy.TLS, c, svc, key, deps)
 	return Result{Deps: deps, Resource: cl, Vary: vary | tlsVary}
 }

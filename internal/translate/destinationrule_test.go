@@ -24,10 +24,12 @@ func TestClusterRuleVary(t *testing.T) {
 		rules []*model.DestinationRule
 		want  Vary
 	}{
-		{"no rule", nil, 0},
-		{"the service's rule", []*model.DestinationRule{rule("echo", model.LBLeastRequest)}, 0},
+		// Every cluster varies by kind: Envoy gets istiod's connection
+		// pool defaults, gRPC clients do not.
+		{"no rule", nil, VaryKind},
+		{"the service's rule", []*model.DestinationRule{rule("echo", model.LBLeastRequest)}, VaryKind},
 		{"RANDOM", []*model.DestinationRule{rule("echo", model.LBRandom)}, VaryKind},
-		{"rules of two namespaces", []*model.DestinationRule{rule("echo", model.LBLeastRequest), rule("team-a", model.LBLeastRequest)}, VaryNamespace},
+		{"rules of two namespaces", []*model.DestinationRule{rule("echo", model.LBLeastRequest), rule("team-a", model.LBLeastRequest)}, VaryNamespace | VaryKind},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			g := &clusterGenerator{GeneratorOptions{Discovery: st, Policies: model.NewStaticPolicies("istio-system", tc.rules)}}

@@ -44,7 +44,7 @@
 //     attempts: none), and the hash policy of the consistent hash of the
 //     host's DestinationRule (policy.go, hashPolicy). It depends on
 //     model.MeshRetryKey, so a change of that setting regenerates every
-//     route, and on the host's model.DestinationRuleKeys. When a
+//     route, and on the keys of the host's rules (model.AppendRuleKeys). When a
 //     VirtualService routes the host for the client (model.RouteIndex,
 //     route_vs.go) its routes come instead, one per match: weighted
 //     clusters "outbound|<port>|<subset>|<FQDN>", the timeout (as
@@ -66,17 +66,21 @@
 //     carry explicit HTTP/2 upstream options for Envoy. The DestinationRule
 //     the client follows (model.PolicyIndex: its namespace's rule, else the
 //     service's namespace's, else the root namespace's, each if exported
-//     to the client's namespace) sets its traffic
-//     policy (policy.go: load balancing, consistent hash, circuit breaker,
-//     outlier detection; tls.go: TLS, from certificate provider instances
+//     to the client's namespace) sets its traffic policy, merged for the
+//     port and subset as istiod merges it (model.DestinationRule.PolicyFor)
+//     (policy.go: load balancing, consistent hash, outlier detection;
+//     cluster_connpool.go: Envoy's circuit breakers and connection
+//     options, istiod's defaults without a rule, so that every cluster
+//     varies by kind; gRPC clients get http2MaxRequests alone; tls.go: TLS, from certificate provider instances
 //     for gRPC clients, from the agent's SDS for Envoy, ISTIO_MUTUAL
 //     verifying the SPIFFE names of the endpoints' service accounts, so
 //     depending on model.ServiceAccountsKey and not on the endpoints;
 //     what gRPC clients cannot honour they get otherwise, varying by
 //     kind) and defines subsets: "outbound|<port>|<subset>|<FQDN>"
 //     exists for a subset of that rule. What reads a rule depends on
-//     model.DestinationRuleKeys(host) (its own and those of the wildcard
-//     hosts that could match it), and varies by namespace when rules of
+//     model.AppendRuleKeys (the host's own key, those of the wildcard
+//     hosts with rules that match it, and "*", which also stands for
+//     the set of wildcard hosts), and varies by namespace when rules of
 //     several namespaces could apply. Subset clusters are served by name,
 //     not in wildcard lists yet.
 //   - ClusterLoadAssignment (a subset's: the endpoints its labels
@@ -85,12 +89,14 @@
 //     WorkloadEntries set them), each endpoint with its health and weight; an address:port appears once. A locality with no HEALTHY
 //     endpoint is left out for gRPC clients and sent without a weight to
 //     Envoy: then one resource name has two variants, one per client
-//     kind; otherwise both kinds share one. MeshConfig localityLbSetting
-//     (endpoint_locality.go; it depends on model.MeshLocalityLBKey, so its
-//     change regenerates endpoint assignments only) orders localities
-//     by closeness to the client (failover, for a cluster whose rule
-//     sets outlier detection, as Istio) or reweighs them (distribute);
-//     a service's trafficDistribution comes first. Endpoints carry the
+//     kind; otherwise both kinds share one. The localityLbSetting of the
+//     cluster's rule policy, else MeshConfig's (endpoint_locality.go; the
+//     mesh's depends on model.MeshLocalityLBKey, so its change
+//     regenerates endpoint assignments only; every assignment reads the
+//     host's rules) orders localities by closeness to the client
+//     (failover, for a cluster whose rule sets outlier detection, as
+//     Istio) or reweighs them (distribute); a service's
+//     trafficDistribution comes between the two. Endpoints carry the
 //     cluster they are in (endpoint_cluster.go; none: the local cluster,
 //     GeneratorOptions.LocalClusterID): a host whose endpoints span
 //     clusters gives each Istio's istio.workload filter metadata

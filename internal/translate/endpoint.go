@@ -31,9 +31,11 @@ import (
 // endpoints the traffic of those going away. A locality with no HEALTHY
 // endpoint must attract nothing, and the two kinds of client get it in
 // the shape each handles best (see localityWithoutHealthy); when there is
-// no such locality both get the same resource. MeshConfig's
-// localityLbSetting then orders or reweighs the localities for the
-// client (endpoint_locality.go).
+// no such locality both get the same resource. The localityLbSetting of
+// the cluster's DestinationRule policy, else MeshConfig's, then orders
+// or reweighs the localities for the client (endpoint_locality.go), for
+// gRPC clients as for Envoy: istiod's gRPC clients get the same
+// endpoint assignments as its sidecars.
 type endpointGenerator struct{ GeneratorOptions }
 
 func (*endpointGenerator) Type() ResourceType {
@@ -48,40 +50,37 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 		return Result{Deps: deps, Vary: vary}
 	}
 	port := key.Port
+	// The rule gives the subset's labels and the cluster's policy, whose
+	// localityLbSetting and outlier detection decide locality load
+	// balancing.
+	rule, deps, rv := g.ruleFor(c, svc, deps)
+	vary |= rv
+	policy, ok := rule.PolicyFor(port, key.Subset)
+	if !ok {
+		return Result{Deps: deps, Vary: vary}
+	}
 	var selector model.Labels
-	var rule *model.DestinationRule
-	ruleRead := false
-	if key.Subset != "" {
-		var rv Vary
-		rule, deps, rv = g.ruleFor(c, svc, deps)
-		vary |= rv
-		ruleRead = true
-		s := rule.Subset(key.Subset)
-		if s == nil {
-			return Result{Deps: deps, Vary: vary}
-		}
+	if s := rule.Subset(key.Subset); s != nil {
 		// A subset without labels selects every endpoint, as in Istio.
 		selector = s.Labels
 	}
-	near := closenessFor(svc, c)
+	// A rule's localityLbSetting comes before the service's
+	// trafficDistribution, which comes before the mesh's setting, as in
+	// Istio (GetEffectiveLbSetting).
+	near := closenessFor(svc, c, policy.LocalityLB == nil)
 	eps := g.Discovery.Endpoints(svc.Hostname, port, selector)
 	scope, eps, scopeVary := g.clusterScopeFor(c, svc, eps)
 	deps = append(deps, model.MeshServiceSettingsKey)
 	vary |= scopeVary
 	var loc localityPlan
 	if !near.byZone && !near.byNode {
-		// A service's trafficDistribution comes before the mesh's
-		// locality setting, as in Istio (GetEffectiveLbSetting).
-		deps = append(deps, model.MeshLocalityLBKey)
+		setting := policy.LocalityLB
+		if setting == nil {
+			deps = append(deps, model.MeshLocalityLBKey)
+			setting = g.MeshSettings().LocalityLB
+		}
 		var v Vary
-		loc, v = g.localityFor(c, key, eps, func() *model.DestinationRule {
-			if !ruleRead {
-				var rv Vary
-				rule, deps, rv = g.ruleFor(c, svc, deps)
-				vary |= rv
-			}
-			return rule
-		})
+		loc, v = localityFor(c, setting, policy, eps)
 		vary |= v
 	}
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
@@ -178,11 +177,16 @@ type closeness struct {
 	vary           Vary
 }
 
-func closenessFor(svc *model.Service, c *Client) closeness {
+// byDistribution false leaves trafficDistribution out: a rule's
+// localityLbSetting replaces it.
+func closenessFor(svc *model.Service, c *Client, byDistribution bool) closeness {
 	n := closeness{node: c.NodeName, region: c.Locality.Region, zone: c.Locality.Zone}
 	if svc.InternalTrafficPolicy == model.InternalTrafficLocal {
 		n.local = true
 		n.vary |= VaryNode
+	}
+	if !byDistribution {
+		return n
 	}
 	switch svc.TrafficDistribution {
 	case model.PreferSameZone:

@@ -12,8 +12,8 @@ import (
 // compose, as Istio composes failoverPriority and failover.
 const localityPriorities = 5
 
-// localityPlan is what MeshConfig's localityLbSetting does to one
-// client's endpoint assignment, as Istio applies it
+// localityPlan is what a localityLbSetting (MeshConfig's, or a
+// DestinationRule's) does to one client's endpoint assignment, as Istio applies it
 // (pilot/pkg/networking/core/loadbalancer: applyLocalityFailover,
 // applyLocalityWeights). The zero value changes nothing.
 type localityPlan struct {
@@ -31,7 +31,8 @@ type localityPlan struct {
 	vary    Vary
 }
 
-// planLocality reads the mesh's setting for client c. needsRule says
+// planLocality reads a locality setting for client c (nil: Istio's
+// default mesh's). needsRule says
 // that the plan holds only for a cluster with outlier detection, which
 // the caller checks: as Istio says, without it nothing would ever mark
 // the close endpoints unhealthy, and failing over needs that (Envoy keeps
@@ -133,27 +134,23 @@ func localityOf(g *localityGroup) model.Locality {
 	return model.Locality{Region: l.GetRegion(), Zone: l.GetZone(), Subzone: l.GetSubZone()}
 }
 
-// localityFor plans the mesh's locality setting for one client's
-// assignment of the cluster key. Failover applies only to a cluster with
-// outlier detection, which its rule says. Failover changes nothing when
-// every endpoint is in one locality (all get one priority, whoever the
-// client): only endpoints spread over several make the result read the
-// rule (readRule adds it to what the result depends on), and only
-// outlier detection makes it vary by the client's locality, so that the
+// localityFor plans a locality setting (the cluster's rule's, else the
+// mesh's) for one client's assignment of a cluster whose policy is
+// given. Failover applies only to a cluster with outlier detection.
+// Failover changes nothing when every endpoint is in one locality (all
+// get one priority, whoever the client): only endpoints spread over
+// several make the result vary by the client's locality, so that the
 // common case stays one resource for every client.
-func (o GeneratorOptions) localityFor(c *Client, key model.ClusterKey, eps []*model.Endpoint, readRule func() *model.DestinationRule) (localityPlan, Vary) {
-	loc, needsRule := planLocality(o.MeshSettings().LocalityLB, c)
+func localityFor(c *Client, s *model.LocalityLB, policy model.TrafficPolicy, eps []*model.Endpoint) (localityPlan, Vary) {
+	loc, needsRule := planLocality(s, c)
 	if !needsRule {
 		return loc, loc.vary
 	}
-	if o.Policies == nil || len(eps) == 0 {
+	if len(eps) == 0 || policy.OutlierDetection == nil {
 		return localityPlan{}, 0
 	}
 	first := eps[0].Locality
 	if !slices.ContainsFunc(eps, func(ep *model.Endpoint) bool { return ep.Locality != first }) {
-		return localityPlan{}, 0
-	}
-	if p, _ := readRule().PolicyFor(key.Port, key.Subset); p.OutlierDetection == nil {
 		return localityPlan{}, 0
 	}
 	return loc, VaryLocality

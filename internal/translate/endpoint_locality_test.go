@@ -32,7 +32,7 @@ func TestMeshLocalityLB(t *testing.T) {
 	}{
 		{desc: "Istio's default mesh, outlier detection: closest first", policy: ejecting, client: "r1/z1/s1",
 			want: "0:r1/z1/s1:10.0.0.1:1;1:r1/z1/s2:10.0.0.2:1;2:r1/z2/s1:10.0.0.3:1;3:r2/z1/s1:10.0.1.1:1;3:r3/z1/s1:10.0.2.1:1"},
-		{desc: "no outlier detection: no failover", policy: &model.TrafficPolicy{MaxRequests: 9}, client: "r1/z1/s1",
+		{desc: "no outlier detection: no failover", policy: &model.TrafficPolicy{ConnectionPool: &model.ConnectionPool{MaxRequests: 9}}, client: "r1/z1/s1",
 			want: "0:r1/z1/s1:10.0.0.1:1;0:r1/z1/s2:10.0.0.2:1;0:r1/z2/s1:10.0.0.3:1;0:r2/z1/s1:10.0.1.1:1;0:r3/z1/s1:10.0.2.1:1"},
 		{desc: "no rule: no failover", client: "r1/z1/s1",
 			want: "0:r1/z1/s1:10.0.0.1:1;0:r1/z1/s2:10.0.0.2:1;0:r1/z2/s1:10.0.0.3:1;0:r2/z1/s1:10.0.1.1:1;0:r3/z1/s1:10.0.2.1:1"},

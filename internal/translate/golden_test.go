@@ -10,13 +10,12 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
-	"sigs.k8s.io/yaml"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
 	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/modelcase"
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
@@ -25,56 +24,7 @@ import (
 
 // goldenInput is the YAML format of testdata/in: a model and the clients
 // that ask for resources from it.
-type goldenInput struct {
-	Services []struct {
-		// Source names the registry the service comes from. Services of
-		// one source are one model.Store; several sources are served
-		// through their aggregate, by order of first mention, as the
-		// server serves its sources. Empty: the first source.
-		Source       string       `json:"source"`
-		Name         string       `json:"name"`
-		Namespace    string       `json:"namespace"`
-		Resolution   string       `json:"resolution"`
-		ExternalName string       `json:"externalName"`
-		ClusterIPs   []string     `json:"clusterIPs"`
-		Ports        []model.Port `json:"ports"`
-		// InternalTrafficPolicy is "Local" or empty; TrafficDistribution
-		// "PreferSameZone", "PreferSameNode" or empty.
-		InternalTrafficPolicy string `json:"internalTrafficPolicy"`
-		TrafficDistribution   string `json:"trafficDistribution"`
-		// Selector is a Kubernetes Service's: it selects WorkloadEntries.
-		Selector model.Labels `json:"selector"`
-		// ExportTo is the networking.istio.io/exportTo annotation's list.
-		ExportTo  []string `json:"exportTo"`
-		Endpoints []struct {
-			Address  string       `json:"address"`
-			Port     uint32       `json:"port"`
-			PortName string       `json:"portName"`
-			Locality string       `json:"locality"`
-			Health   string       `json:"health"`
-			Node     string       `json:"node"`
-			Labels   model.Labels `json:"labels"`
-			// ServiceAccount is the endpoint's Pod's.
-			ServiceAccount string `json:"serviceAccount"`
-			Pod            string `json:"pod"`
-			// Cluster is the ID of the cluster the endpoint is in; empty:
-			// the local one.
-			Cluster string `json:"cluster"`
-		} `json:"endpoints"`
-	} `json:"services"`
-	// DestinationRules are Istio's objects, converted as the Kubernetes
-	// source converts them; rootNamespace is goldenRootNamespace.
-	DestinationRules []*networkingv1.DestinationRule `json:"destinationRules"`
-	// VirtualServices are Istio's, converted as the Kubernetes source
-	// converts them.
-	VirtualServices []*networkingv1.VirtualService `json:"virtualServices"`
-	// ServiceEntries and WorkloadEntries are Istio's objects, served by
-	// their registry (registry/serviceentry) as a source after the
-	// services above, as serve places it.
-	ServiceEntries  []*networkingv1.ServiceEntry  `json:"serviceEntries"`
-	WorkloadEntries []*networkingv1.WorkloadEntry `json:"workloadEntries"`
-	Clients         []goldenClient                `json:"clients"`
-}
+type goldenInput = modelcase.Input
 
 // goldenRootNamespace is the root namespace of golden cases, Istio's
 // default.
@@ -134,36 +84,11 @@ func loadRoutes(t testing.TB, in *goldenInput, suffix string) model.RouteIndex {
 	return model.NewStaticRoutes(vss)
 }
 
-type goldenClient struct {
-	Name      string            `json:"name"`
-	ID        string            `json:"id"`
-	UserAgent string            `json:"userAgent"`
-	Metadata  map[string]string `json:"metadata"`
-	// Locality is the node's, "region/zone/subzone".
-	Locality  string   `json:"locality"`
-	Wildcard  bool     `json:"wildcard"`
-	Listeners []string `json:"listeners"`
-	Routes    []string `json:"routes"`
-	Clusters  []string `json:"clusters"`
-	Endpoints []string `json:"endpoints"`
-}
-
-func (c goldenClient) node(t testing.TB) *core.Node {
-	n := &core.Node{Id: c.ID, UserAgentName: c.UserAgent}
-	if c.Locality != "" {
-		l := model.ParseLocality(c.Locality)
-		n.Locality = &core.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.Subzone}
-	}
-	if len(c.Metadata) > 0 {
-		m := map[string]any{}
-		for k, v := range c.Metadata {
-			m[k] = v
-		}
-		s, err := structpb.NewStruct(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Metadata = s
+func clientNode(t testing.TB, c modelcase.Client) *core.Node {
+	t.Helper()
+	n, err := c.Node()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n
 }
@@ -283,18 +208,18 @@ var goldenTypes = []struct{ file, url string }{
 func TestGolden(t *testing.T) {
 	cases := &golden.Cases{In: "testdata/in/*.yaml", Out: "testdata/out", Rerun: "go test ./internal/translate -run TestGolden -update"}
 	cases.Run(t, func(t *testing.T, name string, raw []byte) {
-		var in goldenInput
-		if err := yaml.UnmarshalStrict(raw, &in); err != nil {
+		in, err := modelcase.Parse(raw)
+		if err != nil {
 			t.Fatal(err)
 		}
 		g := generateWith(GeneratorOptions{
-			Discovery: loadModel(t, &in, model.DefaultDomainSuffix),
-			Policies:  loadPolicies(t, &in, model.DefaultDomainSuffix),
-			Routes:    loadRoutes(t, &in, model.DefaultDomainSuffix),
+			Discovery: loadModel(t, in, model.DefaultDomainSuffix),
+			Policies:  loadPolicies(t, in, model.DefaultDomainSuffix),
+			Routes:    loadRoutes(t, in, model.DefaultDomainSuffix),
 		})
 		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
 		for _, c := range in.Clients {
-			client := ClientFromNode(c.node(t))
+			client := ClientFromNode(clientNode(t, c))
 			asked := map[string][]string{
 				resource.ListenerType: c.Listeners, resource.RouteType: c.Routes, resource.ClusterType: c.Clusters, resource.EndpointType: c.Endpoints,
 			}

@@ -43,6 +43,10 @@ func (t *testPolicies) set(rules ...*model.DestinationRule) {
 	t.p.Store(model.NewStaticPolicies("istio-system", rules))
 }
 
+func (t *testPolicies) AppendDestinationRuleKeys(deps []model.ConfigKey, h model.Hostname) []model.ConfigKey {
+	return t.p.Load().AppendDestinationRuleKeys(deps, h)
+}
+
 func (t *testPolicies) DestinationRuleFor(h model.Hostname, svcNS, clientNS string) (*model.DestinationRule, bool) {
 	return t.p.Load().DestinationRuleFor(h, svcNS, clientNS)
 }

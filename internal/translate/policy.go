@@ -35,13 +35,14 @@ func clusterTarget(d model.ServiceDiscovery, c *Client, name string, kind model.
 
 // ruleFor returns the DestinationRule a client's traffic to a service
 // follows (nil: none), with the keys it depends on added to deps (the
-// host's and those of the wildcards that could match it) and
+// host's, those of the wildcards that match it, and the wildcard set's:
+// model.AppendRuleKeys) and
 // VaryNamespace when another client namespace could get another rule.
 func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.ConfigKey) (*model.DestinationRule, []model.ConfigKey, Vary) {
 	if o.Policies == nil {
 		return nil, deps, 0
 	}
-	deps = append(deps, model.DestinationRuleKeys(svc.Hostname)...)
+	deps = o.Policies.AppendDestinationRuleKeys(deps, svc.Hostname)
 	rule, byClient := o.Policies.DestinationRuleFor(svc.Hostname, svc.Namespace, c.Namespace)
 	if byClient {
 		return rule, deps, VaryNamespace
@@ -49,21 +50,26 @@ func (o GeneratorOptions) ruleFor(c *Client, svc *model.Service, deps []model.Co
 	return rule, deps, 0
 }
 
-// applyTrafficPolicy sets a cluster's load balancing and circuit breaker
-// from a rule's traffic policy, as Istio maps them:
+// applyTrafficPolicy sets a cluster's load balancing and connection pool
+// from a rule's traffic policy (for the cluster's port and subset, as
+// model.DestinationRule.PolicyFor merges it), as Istio maps them:
 // loadBalancer.simple ROUND_ROBIN, LEAST_REQUEST (LEAST_CONN) and RANDOM
-// to the same lb_policy, loadBalancer.consistentHash to RING_HASH or
+// to the same lb_policy, none to LEAST_REQUEST for Envoy and round robin
+// for gRPC clients, loadBalancer.consistentHash to RING_HASH or
 // MAGLEV (applyConsistentHash), outlierDetection to the cluster's
-// (applyOutlierDetection), connectionPool.http.http2MaxRequests to
-// the default-priority threshold's max_requests (which grpc-go also
-// honours).
+// (applyOutlierDetection), connectionPool to Envoy's circuit breakers
+// and connection options (applyConnectionPool, which sets istiod's
+// defaults without a rule too), and for gRPC clients
+// connectionPool.http.http2MaxRequests alone to max_requests, as
+// istiod's grpcgen does. The result varies by client kind: Envoy always
+// gets the connection pool defaults.
 //
 // grpc-go (v1.85) accepts lb_policy ROUND_ROBIN, RING_HASH and
 // LEAST_REQUEST and NACKs the whole cluster for anything else: gRPC
-// clients get round robin for RANDOM, the closest it has (both spread
-// requests evenly without state), and the result varies by client kind.
-func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, client *Client) Vary {
-	var vary Vary
+// clients get round robin for RANDOM, as istiod's grpcgen keeps it
+// (it logs that it cannot apply RANDOM).
+func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, protocol model.Protocol, client *Client) Vary {
+	vary := VaryKind
 	if p.ConsistentHash != nil {
 		vary |= applyConsistentHash(c, p.ConsistentHash, client)
 	}
@@ -71,17 +77,26 @@ func applyTrafficPolicy(c *cluster.Cluster, p model.TrafficPolicy, client *Clien
 		vary |= applyOutlierDetection(c, p.OutlierDetection, client)
 	}
 	switch p.LoadBalancer {
+	case model.LBDefault:
+		// istiod's default algorithm for Envoy is LEAST_REQUEST (since
+		// Istio 1.14); its grpcgen leaves gRPC clients round robin.
+		if !client.GRPC && p.ConsistentHash == nil {
+			c.LbPolicy = cluster.Cluster_LEAST_REQUEST
+		}
 	case model.LBLeastRequest:
 		c.LbPolicy = cluster.Cluster_LEAST_REQUEST
 	case model.LBRandom:
-		vary |= VaryKind
 		if !client.GRPC {
 			c.LbPolicy = cluster.Cluster_RANDOM
 		}
 	}
-	if p.MaxRequests > 0 {
+	if !client.GRPC {
+		applyConnectionPool(c, p.ConnectionPool, protocol)
+		return vary
+	}
+	if cp := p.ConnectionPool; cp != nil && cp.MaxRequests > 0 {
 		c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{{
-			MaxRequests: wrapperspb.UInt32(uint32(p.MaxRequests)),
+			MaxRequests: wrapperspb.UInt32(uint32(cp.MaxRequests)),
 		}}}
 	}
 	return vary
@@ -128,18 +143,16 @@ func grpcHashes(h *model.ConsistentHash) bool {
 	return h.HeaderName != "" && !h.Maglev
 }
 
-// hashPolicy is the hash policy of a route to a destination whose traffic
-// policy (for the destination's port and subset) is p: what its
-// consistent hash hashes, as Istio's consistentHashToHashPolicy maps it
-// (a header; a cookie with its name, path and TTL; the source IP; a query
-// parameter). A route to a destination without a consistent hash gets
-// none.
+// hashPolicy is the hash policy of a route to a destination whose
+// consistent hash (model.DestinationRule.HashFor) is h: what it hashes,
+// as Istio's consistentHashToHashPolicy maps it (a header; a cookie with
+// its name, path and TTL; the source IP; a query parameter). A route to
+// a destination without a consistent hash gets none.
 //
 // gRPC clients get a header's hash policy only, and only with the
 // cluster's ring hash (applyConsistentHash): the result varies by client
 // kind otherwise. The Vary returned is to be added to the route's.
-func hashPolicy(p model.TrafficPolicy, c *Client) ([]*route.RouteAction_HashPolicy, Vary) {
-	h := p.ConsistentHash
+func hashPolicy(h *model.ConsistentHash, c *Client) ([]*route.RouteAction_HashPolicy, Vary) {
 	if h == nil {
 		return nil, 0
 	}

@@ -33,15 +33,16 @@ var previousHosts = func() *route.RetryPolicy_RetryHostPredicate {
 }()
 
 // defaultRetryPolicy is istiod's default retry policy: 2 retries on
-// connection failures, UNAVAILABLE, CANCELLED and HTTP 503, on another
-// host when there is one. Users of Istio count on it: a gRPC client
-// retries a server's UNAVAILABLE once or twice without asking for it.
+// connection failures, UNAVAILABLE and CANCELLED, on another host when
+// there is one. Users of Istio count on it: a gRPC client retries a
+// server's UNAVAILABLE once or twice without asking for it. It names
+// retriable-status-codes but no code: Istio 1.24 stopped retrying HTTP
+// 503 by default (a 503 may come from an application that did the work).
 // A new message each time: callers may change it.
 func defaultRetryPolicy() *route.RetryPolicy {
 	return &route.RetryPolicy{
 		NumRetries:                    wrapperspb.UInt32(2),
 		RetryOn:                       defaultRetryOn,
-		RetriableStatusCodes:          []uint32{503},
 		HostSelectionRetryMaxAttempts: 5,
 		RetryHostPredicate:            []*route.RetryPolicy_RetryHostPredicate{previousHosts},
 	}

@@ -15,8 +15,8 @@ import (
 // service, with the routes of the VirtualService the client follows
 // (route_vs.go), or else one routing "/" to the cluster of the same name
 // with istiod's default retry policy, or the mesh settings'
-// (DefaultHTTPRetry), and the hash policy of the host's DestinationRule
-// (hashPolicy).
+// (DefaultHTTPRetry), no timeout, and the hash policy of the host's
+// DestinationRule (hashPolicy).
 type routeGenerator struct{ GeneratorOptions }
 
 func (*routeGenerator) Type() ResourceType {
@@ -42,16 +42,20 @@ func (g *routeGenerator) Generate(c *Client, name string) Result {
 	if len(routes) == 0 {
 		rule, ruleDeps, ruleVary := g.ruleFor(c, svc, deps)
 		deps = ruleDeps
-		policy, _ := rule.PolicyFor(port, "")
-		hash, hashVary := hashPolicy(policy, c)
+		hash, hashVary := hashPolicy(rule.HashFor(port, ""), c)
 		vary |= ruleVary | hashVary
+		a := &route.RouteAction{
+			ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
+			RetryPolicy:      retryPolicy(g.MeshSettings().DefaultHTTPRetry),
+			HashPolicy:       hash,
+		}
+		// No timeout, said explicitly: without one Envoy cuts every
+		// request at 15 s, long-lived streams included. istiod sends the
+		// same default route to gRPC clients (which read neither field).
+		setTimeout(a, 0, false)
 		routes = []*route.Route{{
-			Match: &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
-			Action: &route.Route_Route{Route: &route.RouteAction{
-				ClusterSpecifier: &route.RouteAction_Cluster{Cluster: name},
-				RetryPolicy:      retryPolicy(g.MeshSettings().DefaultHTTPRetry),
-				HashPolicy:       hash,
-			}},
+			Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &route.Route_Route{Route: a},
 		}}
 	}
 	return Result{Deps: deps, Vary: vary, Resource: &route.RouteConfiguration{

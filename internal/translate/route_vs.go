@@ -124,17 +124,17 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 	}
 	a := &route.RouteAction{}
 	// to adds a destination's hash policy to the route, as istiod does
-	// (LookupHash): the consistent hash of the rule the client follows
-	// to the destination, for its port and subset.
+	// (HashForHTTPDestination): the consistent hash of the rule the
+	// client follows to the destination, for its subset, and for its
+	// port only when the destination names one.
 	to := func(d model.RouteDestination) string {
-		name, p, dst, ds, dv := g.destinationCluster(c, svc, port, d, deps)
+		name, _, dst, ds, dv := g.destinationCluster(c, svc, port, d, deps)
 		deps = ds
 		vary |= dv
 		if dst != nil {
 			rule, ds, v := g.ruleFor(c, dst, deps)
 			deps = ds
-			policy, _ := rule.PolicyFor(p, d.Subset)
-			hash, hv := hashPolicy(policy, c)
+			hash, hv := hashPolicy(rule.HashFor(d.Port, d.Subset), c)
 			a.HashPolicy = append(a.HashPolicy, hash...)
 			vary |= v | hv
 		}

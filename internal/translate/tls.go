@@ -54,7 +54,10 @@ func (g *clusterGenerator) applyTLS(cl *cluster.Cluster, t *model.ClientTLS, c *
 		return deps, 0
 	}
 	sans := t.SubjectAltNames
-	if t.Mode == model.TLSIstioMutual && len(sans) == 0 {
+	if t.Mode == model.TLSIstioMutual && (len(sans) == 0 || c.GRPC) {
+		// istiod's grpcgen verifies a gRPC client's ISTIO_MUTUAL peer
+		// against the service's accounts only, whatever the rule's
+		// subjectAltNames (the conversion reports them for gRPC).
 		// The identities of the endpoints, not the endpoints: endpoints
 		// coming and going under the same service accounts leave the
 		// cluster as it is.
@@ -162,9 +165,12 @@ func transportSocket(m proto.Message) *core.TransportSocket {
 }
 
 // spiffeIdentities are the identities the endpoints of a service may
-// present: spiffe://<trust domain>/ns/<namespace>/sa/<service account>
-// for each service account among its endpoints, in the mesh's trust
-// domain then in each alias, as istiod lists a service's accounts.
+// present, as istiod lists a service's accounts:
+// spiffe://<trust domain>/ns/<namespace>/sa/<service account> for each
+// service account among its endpoints, in the mesh's trust domain then
+// in each alias; then the service's own (a Service's canonical service
+// accounts, a ServiceEntry's subjectAltNames) as written, a SPIFFE one
+// also in each alias.
 func spiffeIdentities(d model.ServiceDiscovery, svc *model.Service, mesh *model.MeshSettings) []string {
 	var accounts []string
 	for _, p := range svc.PortsByNumber() {
@@ -186,6 +192,23 @@ func spiffeIdentities(d model.ServiceDiscovery, svc *model.Service, mesh *model.
 	for _, td := range domains {
 		for _, a := range accounts {
 			out = append(out, "spiffe://"+td+a)
+		}
+	}
+	var own []string
+	for _, id := range svc.ServiceAccounts {
+		own = append(own, id)
+		if rest, ok := strings.CutPrefix(id, "spiffe://"); ok {
+			if _, path, ok := strings.Cut(rest, "/"); ok {
+				for _, td := range mesh.TrustDomainAliases {
+					own = append(own, "spiffe://"+td+"/"+path)
+				}
+			}
+		}
+	}
+	slices.Sort(own)
+	for _, id := range slices.Compact(own) {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
 		}
 	}
 	return out

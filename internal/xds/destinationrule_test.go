@@ -26,6 +26,10 @@ func (t *testPolicies) set(rules ...*model.DestinationRule) {
 	t.p.Store(model.NewStaticPolicies("istio-system", rules))
 }
 
+func (t *testPolicies) AppendDestinationRuleKeys(deps []model.ConfigKey, h model.Hostname) []model.ConfigKey {
+	return t.p.Load().AppendDestinationRuleKeys(deps, h)
+}
+
 func (t *testPolicies) DestinationRuleFor(h model.Hostname, svcNS, clientNS string) (*model.DestinationRule, bool) {
 	return t.p.Load().DestinationRuleFor(h, svcNS, clientNS)
 }
@@ -64,15 +68,16 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	c.Subscribe(resource.EndpointType, v1, v2)
 	c.WaitFor(resource.ClusterType, whole)
 	c.WaitFor(resource.EndpointType)
-	// A client of the whole service's endpoints does not read the rule.
+	// A client of the whole service's endpoints reads the rule too: its
+	// localityLbSetting would order them.
 	eds := xdstest.Connect(t, dial(t, ts.addr), xdstest.Options{Node: grpcNode("eds", "default"), AutoACK: true, Wait: wait})
 	eds.Subscribe(resource.EndpointType, whole)
 	eds.WaitFor(resource.EndpointType, whole)
-	// c's two watches wait on the rule's key, eds's does not.
+	// c's two watches and eds's wait on the rule's key.
 	deadline := time.Now().Add(wait)
-	for waiting(ts.Server, model.DestinationRuleKey(host)) != 2 || waiting(ts.Server, model.EndpointsKey(host)) != 2 {
+	for waiting(ts.Server, model.DestinationRuleKey(host)) != 3 || waiting(ts.Server, model.EndpointsKey(host)) != 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("watches on the rule: %d, want 2", waiting(ts.Server, model.DestinationRuleKey(host)))
+			t.Fatalf("watches on the rule: %d, want 3", waiting(ts.Server, model.DestinationRuleKey(host)))
 		}
 		time.Sleep(5 * time.Millisecond) // polling
 	}
@@ -88,8 +93,10 @@ func TestDestinationRuleSubsets(t *testing.T) {
 	ts.Push(pushOf(ruleChanged(host)))
 	c.WaitFor(resource.ClusterType, whole, v1, v2)
 	c.WaitFor(resource.EndpointType, v1, v2)
-	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=2 ") {
-		t.Errorf("the rule's push woke other watches than c's two:\n%s", log)
+	// eds's watch wakes too, and is sent nothing: its assignment is
+	// unchanged.
+	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=3 sent=2 ") {
+		t.Errorf("the rule's push woke other watches than c's two and eds's, or sent eds something:\n%s", log)
 	}
 	for _, name := range []string{whole, v1, v2} {
 		if lb := c.Cluster(name).GetLbPolicy(); lb != cluster.Cluster_LEAST_REQUEST {
@@ -131,14 +138,14 @@ func TestGRPCDestinationRulePolicy(t *testing.T) {
 	st.Update(svc, backendEndpoints(nil, b2, b3))
 	policies := &testPolicies{}
 	random := &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname,
-		Policy: &model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}}
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBRandom, ConnectionPool: &model.ConnectionPool{MaxRequests: 100}}}
 	policies.set(random)
 	ts := startServer(t, st, withPolicies(policies))
 	cc := xdsChannel(t, ts.addr, "default", "xds:///echo:9080")
 	grpctest.AwaitSpread(t, cc, b2, b3)
 
 	least := &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname,
-		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100}}
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, ConnectionPool: &model.ConnectionPool{MaxRequests: 100}}}
 	changeRule(t, ts, policies, least)
 	grpctest.AwaitSpread(t, cc, b2, b3)
 	if n := ts.NACKs(); n != 0 {

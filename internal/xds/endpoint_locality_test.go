@@ -81,7 +81,7 @@ func TestLocalityVariantsShared(t *testing.T) {
 		policy   *model.TrafficPolicy
 		marshals uint64
 	}{
-		{"no outlier detection: one for all", &model.TrafficPolicy{MaxRequests: 1}, 1 + 1},
+		{"no outlier detection: one for all", &model.TrafficPolicy{ConnectionPool: &model.ConnectionPool{MaxRequests: 1}}, 1 + 1},
 		{"outlier detection: one per client region where endpoints are spread", ejecting, 2 + 1},
 	} {
 		policies := &testPolicies{}

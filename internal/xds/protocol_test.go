@@ -667,9 +667,10 @@ func TestMarshalledOncePerContent(t *testing.T) {
 			a.ACK(a.Next())
 		}
 	}
-	// One cluster, and one ClusterLoadAssignment for both kinds.
-	if got := ts.Stats().Marshals; got != 2 {
-		t.Fatalf("%d marshals for %d clients of one cluster and its endpoints, want 2", got, len(clients))
+	// One cluster per kind (Envoy's carries istiod's connection pool
+	// defaults), and one ClusterLoadAssignment for both kinds.
+	if got := ts.Stats().Marshals; got != 3 {
+		t.Fatalf("%d marshals for %d clients of one cluster and its endpoints, want 3", got, len(clients))
 	}
 
 	ts.store.Update(service("reviews", "default", 9080), endpoints(9080, model.Healthy, "10.0.0.1", "10.0.0.3"))
@@ -680,8 +681,8 @@ func TestMarshalledOncePerContent(t *testing.T) {
 		}
 		a.ACK(r)
 	}
-	if got := ts.Stats().Marshals; got != 2+1 {
-		t.Fatalf("%d marshals after one endpoint change, want 2 + 1", got)
+	if got := ts.Stats().Marshals; got != 3+1 {
+		t.Fatalf("%d marshals after one endpoint change, want 3 + 1", got)
 	}
 
 	// A zone whose only endpoint is draining: Envoy is sent it, gRPC
@@ -700,7 +701,7 @@ func TestMarshalledOncePerContent(t *testing.T) {
 			t.Fatalf("%s got %v, want %v", a.Node().GetId(), got, want)
 		}
 	}
-	if got := ts.Stats().Marshals; got != 3+2 {
-		t.Fatalf("%d marshals after a zone lost its HEALTHY endpoints, want 3 + one per client kind", got)
+	if got := ts.Stats().Marshals; got != 4+2 {
+		t.Fatalf("%d marshals after a zone lost its HEALTHY endpoints, want 4 + one per client kind", got)
 	}
 }

@@ -3,6 +3,7 @@ package crd
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -11,6 +12,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -145,13 +147,110 @@ type portSettings interface {
 // portPolicy converts the fields a policy and its portLevelSettings
 // share.
 func (c *policyConverter) portPolicy(path string, p portSettings) *model.TrafficPolicy {
+	lb := p.GetLoadBalancer()
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"warmup", lb.GetWarmup() != nil},
+		{"warmupDurationSecs", lb.GetWarmupDurationSecs() != nil},
+		{"zoneAwareLbSetting", lb.GetZoneAwareLbSetting() != nil},
+	} {
+		if f.set {
+			c.status.IgnoreEnvoy(path+".loadBalancer."+f.name, "not generated yet")
+			c.status.IgnoreGRPC(path+".loadBalancer."+f.name, "not generated yet; grpc-go has no slow start or zone-aware balancing")
+		}
+	}
 	return &model.TrafficPolicy{
-		LoadBalancer:     convertLB(p.GetLoadBalancer()),
-		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", p.GetLoadBalancer().GetConsistentHash()),
-		MaxRequests:      p.GetConnectionPool().GetHttp().GetHttp2MaxRequests(),
+		LoadBalancer:     convertLB(lb),
+		ConsistentHash:   c.consistentHash(path+".loadBalancer.consistentHash", lb.GetConsistentHash()),
+		LocalityLB:       c.localityLB(path+".loadBalancer.localityLbSetting", lb.GetLocalityLbSetting()),
+		LoadBalancerSet:  lb != nil,
+		ConnectionPool:   c.connectionPool(path+".connectionPool", p.GetConnectionPool()),
 		OutlierDetection: c.outlierDetection(path+".outlierDetection", p.GetOutlierDetection()),
 		TLS:              c.tls(path+".tls", p.GetTls()),
 	}
+}
+
+// localityLB converts loadBalancer.localityLbSetting, which replaces
+// MeshConfig's for the clusters of the policy (enabled: false turns
+// locality load balancing off for them), refusing what Istio's
+// validation refuses.
+func (c *policyConverter) localityLB(path string, s *apinetworking.LocalityLoadBalancerSetting) *model.LocalityLB {
+	out, err := meshconfig.ConvertLocalityLB(s)
+	if err != nil {
+		c.status.RefuseAt(path, err.Error())
+		return nil
+	}
+	return out
+}
+
+// grpcCircuitBreaker is why gRPC clients get only http2MaxRequests of a
+// connection pool.
+const grpcCircuitBreaker = "grpc-go's circuit breaking (gRFC A32) has max_requests only; istiod gives gRPC clients nothing else of connectionPool either"
+
+// connectionPool converts connectionPool. Envoy gets what istiod's
+// cluster builder applies (applyConnectionPool); gRPC clients get
+// http2MaxRequests alone, as from istiod, and the other fields are
+// reported for them.
+func (c *policyConverter) connectionPool(path string, p *apinetworking.ConnectionPoolSettings) *model.ConnectionPool {
+	if p == nil {
+		return nil
+	}
+	tcp, h := p.GetTcp(), p.GetHttp()
+	out := &model.ConnectionPool{
+		MaxConnections:           tcp.GetMaxConnections(),
+		ConnectTimeout:           tcp.GetConnectTimeout().AsDuration(),
+		MaxConnectionDuration:    tcp.GetMaxConnectionDuration().AsDuration(),
+		TCPIdleTimeout:           tcp.GetIdleTimeout().AsDuration(),
+		MaxPendingRequests:       h.GetHttp1MaxPendingRequests(),
+		MaxRequests:              h.GetHttp2MaxRequests(),
+		MaxRequestsPerConnection: h.GetMaxRequestsPerConnection(),
+		MaxRetries:               h.GetMaxRetries(),
+		HTTPIdleTimeout:          h.GetIdleTimeout().AsDuration(),
+		MaxConcurrentStreams:     h.GetMaxConcurrentStreams(),
+		UseClientProtocol:        h.GetUseClientProtocol(),
+	}
+	if k := h.GetHttp2KeepAlive(); k != nil {
+		out.HTTP2KeepAlive = &model.HTTP2KeepAlive{Interval: k.GetInterval().AsDuration(), Timeout: k.GetTimeout().AsDuration()}
+		if out.HTTP2KeepAlive.Timeout < time.Millisecond {
+			// Envoy NACKs the cluster: refused rather than sent broken.
+			c.status.RefuseAt(path+".http.http2KeepAlive.timeout", "Envoy needs a timeout of at least 1ms for HTTP/2 keepalive")
+			return nil
+		}
+	}
+	if k := tcp.GetTcpKeepalive(); k != nil {
+		out.TCPKeepalive = &model.TCPKeepalive{Probes: k.GetProbes(), Time: k.GetTime().AsDuration(), Interval: k.GetInterval().AsDuration()}
+	}
+	switch h.GetH2UpgradePolicy() {
+	case apinetworking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+		out.H2Upgrade = model.H2Upgrade
+	case apinetworking.ConnectionPoolSettings_HTTPSettings_DO_NOT_UPGRADE:
+		out.H2Upgrade = model.H2DoNotUpgrade
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"tcp.maxConnections", out.MaxConnections > 0},
+		{"tcp.connectTimeout", tcp.GetConnectTimeout() != nil},
+		{"tcp.maxConnectionDuration", tcp.GetMaxConnectionDuration() != nil},
+		{"tcp.idleTimeout", tcp.GetIdleTimeout() != nil},
+		{"tcp.tcpKeepalive", out.TCPKeepalive != nil},
+		{"http.http1MaxPendingRequests", out.MaxPendingRequests > 0},
+		{"http.maxRequestsPerConnection", out.MaxRequestsPerConnection > 0},
+		{"http.maxRetries", out.MaxRetries > 0},
+		{"http.idleTimeout", h.GetIdleTimeout() != nil},
+		{"http.maxConcurrentStreams", out.MaxConcurrentStreams > 0},
+		{"http.h2UpgradePolicy", out.H2Upgrade != model.H2UpgradeDefault},
+		{"http.useClientProtocol", out.UseClientProtocol},
+		{"http.http2KeepAlive", out.HTTP2KeepAlive != nil},
+	} {
+		if f.set {
+			c.status.IgnoreGRPC(path+"."+f.name, grpcCircuitBreaker)
+		}
+	}
+	return out
 }
 
 // convertLB maps loadBalancer.simple. LEAST_CONN is the deprecated name
@@ -334,6 +433,9 @@ func (c *policyConverter) tls(path string, t *apinetworking.ClientTLSSettings) *
 		}
 	case apinetworking.ClientTLSSettings_ISTIO_MUTUAL:
 		out.Mode = model.TLSIstioMutual
+		if len(out.SubjectAltNames) > 0 {
+			c.status.IgnoreGRPC(path+".subjectAltNames", "as from istiod, gRPC clients verify an ISTIO_MUTUAL server against the service's accounts")
+		}
 		for _, f := range []struct{ name, value string }{
 			{"credentialName", out.CredentialName}, {"clientCertificate", out.ClientCertificate},
 			{"privateKey", out.PrivateKey}, {"caCertificates", out.CACertificates},

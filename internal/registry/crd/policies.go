@@ -48,7 +48,8 @@ type PolicyOptions struct {
 // matches in its namespace's place when the namespace has no rule for
 // the host itself, the most specific wildcard first (model.RuleIndex);
 // its change is reported under the wildcard's DestinationRuleKey, which
-// what reads a host's rules depends on (model.DestinationRuleKeys).
+// what reads a host's rules depends on (model.AppendRuleKeys), and under
+// "*" as well when the wildcard gains its first rule or loses its last.
 type Policies struct {
 	reg  Store
 	opts PolicyOptions
@@ -228,14 +229,22 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 		delete(p.rules, key)
 	}
 	hosts = slices.Compact(hosts)
+	wildcardsChanged := false
 	for _, h := range hosts {
-		p.reindex(h)
+		wildcardsChanged = p.reindex(h) || wildcardsChanged
+	}
+	if wildcardsChanged && !slices.Contains(hosts, "*") {
+		// The set of wildcard hosts changed: what read a host's rules
+		// named only the wildcards that existed (model.AppendRuleKeys),
+		// and hears of the others under "*".
+		hosts = append(hosts, "*")
 	}
 	return hosts
 }
 
-// reindex rebuilds the rules of one host from naming.
-func (p *Policies) reindex(h model.Hostname) {
+// reindex rebuilds the rules of one host from naming, and reports whether
+// the set of wildcard hosts changed.
+func (p *Policies) reindex(h model.Hostname) bool {
 	byNS := map[string][]*model.DestinationRule{}
 	for _, r := range p.naming[h] {
 		byNS[r.Namespace] = append(byNS[r.Namespace], r)
@@ -252,13 +261,23 @@ func (p *Policies) reindex(h model.Hostname) {
 		}
 		p.index.ByHost[h] = rules
 	}
-	if _, has := p.index.ByHost[h]; has != had && strings.HasPrefix(string(h), "*") {
-		p.index.Wildcards = slices.DeleteFunc(p.index.Wildcards, func(w model.Hostname) bool { return w == h })
-		if has {
-			p.index.Wildcards = append(p.index.Wildcards, h)
-			model.SortWildcards(p.index.Wildcards)
-		}
+	_, has := p.index.ByHost[h]
+	if has == had || !strings.HasPrefix(string(h), "*") {
+		return false
 	}
+	p.index.Wildcards = slices.DeleteFunc(p.index.Wildcards, func(w model.Hostname) bool { return w == h })
+	if has {
+		p.index.Wildcards = append(p.index.Wildcards, h)
+		model.SortWildcards(p.index.Wildcards)
+	}
+	return true
+}
+
+// AppendDestinationRuleKeys implements model.PolicyIndex.
+func (p *Policies) AppendDestinationRuleKeys(deps []model.ConfigKey, host model.Hostname) []model.ConfigKey {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return model.AppendRuleKeys(deps, host, p.index.Wildcards)
 }
 
 // DestinationRuleFor picks the rule for a client as Istio does

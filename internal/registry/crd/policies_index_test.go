@@ -17,7 +17,9 @@ import (
 // host's index and joins the new one's (rules are indexed by host, so a
 // change looks at those two alone): both hosts are pushed, the rule it
 // now meets is merged into it, the one it left applies alone again, and
-// a subset is found where the rule is now.
+// a subset is found where the rule is now. A wildcard host that gains its
+// first rule or loses its last is pushed under "*" too (the wildcard set
+// changed: model.AppendRuleKeys).
 func TestPoliciesRuleMovesHost(t *testing.T) {
 	store, status := newRuleStore(), configstatus.NewReporter()
 	p := NewPolicies(store, PolicyOptions{Status: status})
@@ -58,8 +60,8 @@ func TestPoliciesRuleMovesHost(t *testing.T) {
 		{"b for ratings", "b", ratings, []string{ratings}, "", "b", false, false},
 		{"a for reviews", "a", reviews, []string{reviews}, "a", "b", false, true},
 		{"a moves to ratings: first by name, b merges into it", "a", ratings, []string{reviews, ratings}, "", "a", true, false},
-		{"a moves to the namespace's wildcard: b applies again", "a", wildcard, []string{ratings, wildcard}, "a", "b", false, true},
-		{"a goes", "a", "", []string{wildcard}, "", "b", false, false},
+		{"a moves to the namespace's wildcard: b applies again", "a", wildcard, []string{ratings, wildcard, "*"}, "a", "b", false, true},
+		{"a goes", "a", "", []string{wildcard, "*"}, "", "b", false, false},
 	} {
 		pushed = nil
 		apply(step.name, step.host)

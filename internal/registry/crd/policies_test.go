@@ -65,27 +65,29 @@ func TestConvertDestinationRule(t *testing.T) {
 	}
 	want := &model.DestinationRule{
 		Namespace: "ns", Name: "r", Host: "reviews.ns.svc.cluster.local", ExportTo: []string{"."},
-		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100,
-			PortLevel: map[int32]*model.TrafficPolicy{9080: {LoadBalancer: model.LBRandom}}},
+		Policy: &model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, LoadBalancerSet: true, ConnectionPool: &model.ConnectionPool{MaxRequests: 100},
+			PortLevel: map[int32]*model.TrafficPolicy{9080: {LoadBalancer: model.LBRandom, LoadBalancerSet: true}}},
 		Subsets: []model.Subset{
 			{Name: "v1", Labels: model.Labels{"version": "v1"}},
-			{Name: "v2", Labels: model.Labels{"version": "v2"}, Policy: &model.TrafficPolicy{MaxRequests: 7}},
+			{Name: "v2", Labels: model.Labels{"version": "v2"}, Policy: &model.TrafficPolicy{ConnectionPool: &model.ConnectionPool{MaxRequests: 7}}},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
-	// The merge a cluster gets: port over rule, subset over both.
+	// The merge a cluster gets, as istiod's: the port's settings in place
+	// of the rule's (the rule's connection pool does not carry over to
+	// port 9080), the subset's blocks over that.
 	for _, tc := range []struct {
 		port   int32
 		subset string
 		want   model.TrafficPolicy
 		ok     bool
 	}{
-		{8080, "", model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, MaxRequests: 100}, true},
-		{9080, "", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}, true},
-		{9080, "v1", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 100}, true},
-		{9080, "v2", model.TrafficPolicy{LoadBalancer: model.LBRandom, MaxRequests: 7}, true},
+		{8080, "", model.TrafficPolicy{LoadBalancer: model.LBLeastRequest, LoadBalancerSet: true, ConnectionPool: &model.ConnectionPool{MaxRequests: 100}}, true},
+		{9080, "", model.TrafficPolicy{LoadBalancer: model.LBRandom, LoadBalancerSet: true}, true},
+		{9080, "v1", model.TrafficPolicy{LoadBalancer: model.LBRandom, LoadBalancerSet: true}, true},
+		{9080, "v2", model.TrafficPolicy{LoadBalancer: model.LBRandom, LoadBalancerSet: true, ConnectionPool: &model.ConnectionPool{MaxRequests: 7}}, true},
 		{9080, "v3", model.TrafficPolicy{}, false},
 	} {
 		p, ok := got.PolicyFor(tc.port, tc.subset)

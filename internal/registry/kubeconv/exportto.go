@@ -11,6 +11,21 @@ import (
 // separated list of ".", "*", "~" and namespace names.
 const ExportToAnnotation = "networking.istio.io/exportTo"
 
+// CanonicalServiceAccountsAnnotation lists, comma separated, identities a
+// Service's workloads may present beyond its endpoints' (Istio's
+// alpha.istio.io/canonical-serviceaccounts).
+const CanonicalServiceAccountsAnnotation = "alpha.istio.io/canonical-serviceaccounts"
+
+// canonicalServiceAccounts reads the annotation as istiod does: split on
+// commas, nothing trimmed.
+func canonicalServiceAccounts(annotations map[string]string) []string {
+	v := annotations[CanonicalServiceAccountsAnnotation]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
 // exportTo reads the annotation's value as Istio does (entries split on
 // commas, spaces trimmed). An entry that is none of ".", "*", "~" or a
 // namespace name (a DNS-1123 label), an empty one included, is skipped,

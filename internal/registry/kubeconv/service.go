@@ -32,6 +32,7 @@ func ConvertService(svc *corev1.Service, domainSuffix string) *model.Service {
 		InternalTrafficPolicy: internalTrafficPolicy(svc.Spec.InternalTrafficPolicy),
 		TrafficDistribution:   trafficDistribution(svc.Spec.TrafficDistribution),
 		ExportTo:              exportTo(svc.Annotations),
+		ServiceAccounts:       canonicalServiceAccounts(svc.Annotations),
 	}
 	if len(svc.Spec.Ports) > 0 {
 		out.Ports = make([]model.Port, 0, len(svc.Spec.Ports))

@@ -62,16 +62,21 @@ func StrippedService(svc *corev1.Service) *corev1.Service {
 	return out
 }
 
-// keptServiceAnnotations keeps the one annotation conversion reads.
+// keptServiceAnnotations keeps the annotations conversion reads.
 func keptServiceAnnotations(ann map[string]string) map[string]string {
-	v, ok := ann[ExportToAnnotation]
-	if !ok {
-		return nil
+	var out map[string]string
+	for _, k := range []string{ExportToAnnotation, CanonicalServiceAccountsAnnotation} {
+		if v, ok := ann[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
 	}
-	if len(ann) == 1 {
+	if len(out) == len(ann) {
 		return ann
 	}
-	return map[string]string{ExportToAnnotation: v}
+	return out
 }
 
 // typ shares the service type's string.

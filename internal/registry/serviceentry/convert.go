@@ -113,6 +113,8 @@ func convertServiceEntry(se *networkingv1.ServiceEntry, domainSuffix string) (*e
 			Labels:       maps.Clone(se.Labels),
 			MeshExternal: spec.GetLocation() == apinetworking.ServiceEntry_MESH_EXTERNAL,
 			ExportTo:     slices.Clone(spec.GetExportTo()),
+			// Verified by ISTIO_MUTUAL with its endpoints' identities.
+			ServiceAccounts: slices.Clone(spec.GetSubjectAltNames()),
 		}
 		switch {
 		case resolvesHosts:
@@ -161,9 +163,6 @@ func convertServiceEntry(se *networkingv1.ServiceEntry, domainSuffix string) (*e
 			e.endpoints, e.selects = nil, false
 			ignore("spec.endpoints", "resolution NONE serves no endpoints")
 		}
-	}
-	if len(spec.GetSubjectAltNames()) > 0 {
-		ignore("spec.subjectAltNames", "TLS origination to a ServiceEntry is not served")
 	}
 	return e, st
 }

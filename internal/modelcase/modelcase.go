@@ -1,0 +1,124 @@
+// Package modelcase is the YAML format of the cases that show what
+// meshpilot serves: a model (services and their endpoints, as the
+// registries build it), Istio's objects, and the clients that ask for
+// resources. The generators' golden test reads it, and so does the parity
+// harness (internal/parity), which writes the same case into a cluster
+// as Kubernetes objects for meshpilot and istiod alike.
+package modelcase
+
+import (
+	"fmt"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+
+	"github.com/meshpilot/meshpilot/internal/model"
+)
+
+// Parse reads a case, refusing fields it does not know.
+func Parse(raw []byte) (*Input, error) {
+	var in Input
+	if err := yaml.UnmarshalStrict(raw, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// Input is a case: a model, Istio's objects, and the clients that ask
+// for resources from it.
+type Input struct {
+	Services []Service `json:"services"`
+	// DestinationRules are Istio's objects, converted as the Kubernetes
+	// source converts them; rootNamespace is goldenRootNamespace.
+	DestinationRules []*networkingv1.DestinationRule `json:"destinationRules"`
+	// VirtualServices are Istio's, converted as the Kubernetes source
+	// converts them.
+	VirtualServices []*networkingv1.VirtualService `json:"virtualServices"`
+	// ServiceEntries and WorkloadEntries are Istio's objects, served by
+	// their registry (registry/serviceentry) as a source after the
+	// services above, as serve places it.
+	ServiceEntries  []*networkingv1.ServiceEntry  `json:"serviceEntries"`
+	WorkloadEntries []*networkingv1.WorkloadEntry `json:"workloadEntries"`
+	Clients         []Client                      `json:"clients"`
+}
+
+// Client is a client of a case: its node, and the names it asks for of
+// each type (Wildcard: every resource of the type as well).
+type Client struct {
+	Name      string            `json:"name"`
+	ID        string            `json:"id"`
+	UserAgent string            `json:"userAgent"`
+	Metadata  map[string]string `json:"metadata"`
+	// Locality is the node's, "region/zone/subzone".
+	Locality  string   `json:"locality"`
+	Wildcard  bool     `json:"wildcard"`
+	Listeners []string `json:"listeners"`
+	Routes    []string `json:"routes"`
+	Clusters  []string `json:"clusters"`
+	Endpoints []string `json:"endpoints"`
+}
+
+// Node is the client's node as it sends it.
+func (c Client) Node() (*core.Node, error) {
+	n := &core.Node{Id: c.ID, UserAgentName: c.UserAgent}
+	if c.Locality != "" {
+		l := model.ParseLocality(c.Locality)
+		n.Locality = &core.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.Subzone}
+	}
+	if len(c.Metadata) > 0 {
+		m := map[string]any{}
+		for k, v := range c.Metadata {
+			m[k] = v
+		}
+		s, err := structpb.NewStruct(m)
+		if err != nil {
+			return nil, fmt.Errorf("client %s: metadata: %w", c.Name, err)
+		}
+		n.Metadata = s
+	}
+	return n, nil
+}
+
+// Service is a service of a case and its endpoints.
+type Service struct {
+	// Source names the registry the service comes from. Services of
+	// one source are one model.Store; several sources are served
+	// through their aggregate, by order of first mention, as the
+	// server serves its sources. Empty: the first source.
+	Source       string       `json:"source"`
+	Name         string       `json:"name"`
+	Namespace    string       `json:"namespace"`
+	Resolution   string       `json:"resolution"`
+	ExternalName string       `json:"externalName"`
+	ClusterIPs   []string     `json:"clusterIPs"`
+	Ports        []model.Port `json:"ports"`
+	// InternalTrafficPolicy is "Local" or empty; TrafficDistribution
+	// "PreferSameZone", "PreferSameNode" or empty.
+	InternalTrafficPolicy string `json:"internalTrafficPolicy"`
+	TrafficDistribution   string `json:"trafficDistribution"`
+	// Selector is a Kubernetes Service's: it selects WorkloadEntries.
+	Selector model.Labels `json:"selector"`
+	// ExportTo is the networking.istio.io/exportTo annotation's list.
+	ExportTo  []string   `json:"exportTo"`
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Endpoint is an endpoint of a case's service.
+type Endpoint struct {
+	Address  string       `json:"address"`
+	Port     uint32       `json:"port"`
+	PortName string       `json:"portName"`
+	Locality string       `json:"locality"`
+	Health   string       `json:"health"`
+	Node     string       `json:"node"`
+	Labels   model.Labels `json:"labels"`
+	// ServiceAccount is the endpoint's Pod's.
+	ServiceAccount string `json:"serviceAccount"`
+	Pod            string `json:"pod"`
+	// Cluster is the ID of the cluster the endpoint is in; empty:
+	// the local one.
+	Cluster string `json:"cluster"`
+}
