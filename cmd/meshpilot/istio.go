@@ -43,13 +43,14 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 	// A cluster's registry knows Pods, which workloadSelectors select
 	// too; a folder's does not.
 	pods, _ := services.(serviceentry.Pods)
-	// Istio's root namespace, whose rules apply mesh-wide, is its system
-	// namespace by default: meshpilot's is --system-namespace, unless
-	// MeshConfig's rootNamespace names another.
-	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, RootNamespace: f.systemNamespace, Mesh: mesh, Status: status})
+	// The root namespace, whose rules apply mesh-wide, is Istio's
+	// default (istio-system) unless MeshConfig's rootNamespace names
+	// another, whatever --system-namespace says: the same rules apply
+	// under meshpilot as under istiod.
+	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, Mesh: mesh, Status: status})
 	return istioServing{
 		policies: policies,
-		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status}),
+		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
 			DomainSuffix: f.domainSuffix, Services: services, Pods: pods, Reporter: status,

@@ -21,6 +21,7 @@ import (
 func kubeOptions(f serveFlags, mesh *meshconfig.Watcher, log *slog.Logger) kube.Options {
 	return kube.Options{
 		DomainSuffix:       f.domainSuffix,
+		LocalClusterID:     f.clusterID,
 		Namespaces:         f.namespaces,
 		DiscoverySelectors: f.discoverySelectors,
 		MeshSynced:         mesh.HasSynced,

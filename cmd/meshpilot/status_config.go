@@ -60,6 +60,9 @@ func problems(z debug.Configz) []problem {
 		for _, f := range o.IgnoredEnvoy {
 			infos = append(infos, problem{"Info", "ignored-for-envoy", objectName(o), f})
 		}
+		for _, f := range o.Merged {
+			infos = append(infos, problem{"Info", "merged", objectName(o), f})
+		}
 	}
 	for _, c := range z.ServiceConflicts {
 		warnings = append(warnings, problem{"Warning", "ports-differ", "Service " + string(c.Hostname),

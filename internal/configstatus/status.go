@@ -45,6 +45,11 @@ type Status struct {
 	IgnoredGRPC []Field `json:"ignoredForGRPC,omitempty"`
 	// IgnoredEnvoy are the fields Envoy clients do not get.
 	IgnoredEnvoy []Field `json:"ignoredForEnvoy,omitempty"`
+	// Merged says which other object the object is merged with, as Istio
+	// merges several objects for one host (what of it is dropped by the
+	// merge is in IgnoredGRPC and IgnoredEnvoy). A merge alone leaves
+	// the object applied.
+	Merged []Field `json:"merged,omitempty"`
 }
 
 // Refuse returns a Status refusing the object for one field.
@@ -86,7 +91,8 @@ func (e Entry) State() string {
 
 // Equal reports whether two statuses say the same.
 func (s Status) Equal(o Status) bool {
-	return equalField(s.Refused, o.Refused) && slices.Equal(s.IgnoredGRPC, o.IgnoredGRPC) && slices.Equal(s.IgnoredEnvoy, o.IgnoredEnvoy)
+	return equalField(s.Refused, o.Refused) && slices.Equal(s.IgnoredGRPC, o.IgnoredGRPC) && slices.Equal(s.IgnoredEnvoy, o.IgnoredEnvoy) &&
+		slices.Equal(s.Merged, o.Merged)
 }
 
 func equalField(a, b *Field) bool {

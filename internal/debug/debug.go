@@ -137,13 +137,16 @@ func ServiceConflicts(conflicts []aggregate.PortConflict, localClusterID string)
 //	 "state": "partial",                             // applied, partial or refused
 //	 "refused": {"path": "spec.http[0].route", "why": "..."},   // when refused
 //	 "ignoredForGRPC": [{"path": "spec.http[1].mirror", "why": "..."}],
-//	 "ignoredForEnvoy": [{"path": "...", "why": "..."}]}
+//	 "ignoredForEnvoy": [{"path": "...", "why": "..."}],
+//	 "merged": [{"path": "spec", "why": "merged into DestinationRule shop/cart, ..."}]}
 //
 // State "applied": every client gets all of it; "partial": applied, but
 // some fields are not sent to one kind of client (ignoredForGRPC,
 // ignoredForEnvoy say which and why); "refused": not applied (refused
 // names the first problem), and the object's last good version, if any,
-// stays in force. Empty lists and fields are left out.
+// stays in force. "merged" says which older object of the same host an
+// applied object is merged into, as Istio merges them. Empty lists and
+// fields are left out.
 type ConfigObject struct {
 	configstatus.Ref
 	State string `json:"state"`

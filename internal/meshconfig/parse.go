@@ -48,6 +48,9 @@ var honoured = map[string]bool{
 	"trustDomain":                                     true,
 	"trustDomainAliases":                              true,
 	"rootNamespace":                                   true,
+	"defaultServiceExportTo":                          true,
+	"defaultVirtualServiceExportTo":                   true,
+	"defaultDestinationRuleExportTo":                  true,
 	"serviceSettings":                                 true,
 	// failoverPriority orders endpoints by the client's labels, which
 	// meshpilot does not know: it acts as Istio does for a client
@@ -102,7 +105,8 @@ func Parse(data []byte) (*Config, error) {
 // settingsOf picks and checks what meshpilot applies.
 func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 	out := model.DefaultMeshSettings()
-	if err := trustDomainsOf(mesh, out); err != nil {
+	err := trustDomainsOf(mesh, out)
+	if err != nil {
 		return nil, err
 	}
 	if ns := mesh.GetRootNamespace(); ns != "" {
@@ -112,6 +116,9 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 			return nil, fmt.Errorf("rootNamespace: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
 		}
 		out.RootNamespace = ns
+	}
+	if out.DefaultExportTo, err = exportDefaultsOf(mesh); err != nil {
+		return nil, err
 	}
 	lb, err := ConvertLocalityLB(mesh.GetLocalityLbSetting())
 	if err != nil {
@@ -129,6 +136,37 @@ func settingsOf(mesh *meshv1alpha1.MeshConfig) (*model.MeshSettings, error) {
 			return nil, fmt.Errorf("defaultHttpRetryPolicy.%w", err)
 		}
 		out.DefaultHTTPRetry = r
+	}
+	return out, nil
+}
+
+// exportDefaultsOf reads defaultServiceExportTo,
+// defaultVirtualServiceExportTo and defaultDestinationRuleExportTo as
+// given: each entry ".", "*", "~" or a namespace name, as an object's
+// exportTo. An entry that is none would silently hide from every
+// namespace what says no exportTo.
+func exportDefaultsOf(mesh *meshv1alpha1.MeshConfig) (model.ExportDefaults, error) {
+	out := model.ExportDefaults{
+		Service:         mesh.GetDefaultServiceExportTo(),
+		VirtualService:  mesh.GetDefaultVirtualServiceExportTo(),
+		DestinationRule: mesh.GetDefaultDestinationRuleExportTo(),
+	}
+	for _, f := range []struct {
+		name    string
+		entries []string
+	}{
+		{"defaultServiceExportTo", out.Service},
+		{"defaultVirtualServiceExportTo", out.VirtualService},
+		{"defaultDestinationRuleExportTo", out.DestinationRule},
+	} {
+		for i, e := range f.entries {
+			if e == "." || e == "*" || e == "~" {
+				continue
+			}
+			if errs := validation.IsDNS1123Label(e); len(errs) > 0 {
+				return out, fmt.Errorf("%s[%d]: %q is neither \".\", \"*\", \"~\" nor a namespace name", f.name, i, e)
+			}
+		}
 	}
 	return out, nil
 }

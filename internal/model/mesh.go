@@ -2,11 +2,16 @@ package model
 
 import (
 	"reflect"
+	"slices"
 	"time"
 )
 
 // DefaultTrustDomain is Istio's trust domain when MeshConfig sets none.
 const DefaultTrustDomain = "cluster.local"
+
+// DefaultRootNamespace is Istio's root namespace when MeshConfig sets
+// none: rules there apply mesh-wide.
+const DefaultRootNamespace = "istio-system"
 
 // MeshSettings are the mesh-wide settings generators read (Istio's
 // MeshConfig, the fields meshpilot honours). DefaultMeshSettings is
@@ -26,8 +31,8 @@ type MeshSettings struct {
 	// alias, in this order.
 	TrustDomainAliases []string
 	// RootNamespace holds the rules (DestinationRules) that apply to the
-	// whole mesh; "" leaves the choice to the reader (meshpilot: its
-	// system namespace).
+	// whole mesh; "" leaves the choice to the reader (meshpilot: Istio's
+	// DefaultRootNamespace).
 	RootNamespace string
 	// ServiceSettings are MeshConfig's serviceSettings, in order; see
 	// ClusterLocalHosts.
@@ -35,6 +40,22 @@ type MeshSettings struct {
 	// LocalityLB is localityLbSetting; nil is Istio's default (enabled,
 	// nothing else set).
 	LocalityLB *LocalityLB
+	// DefaultExportTo are the exportTo of the objects that say none.
+	DefaultExportTo ExportDefaults
+}
+
+// ExportDefaults are MeshConfig's defaultServiceExportTo,
+// defaultVirtualServiceExportTo and defaultDestinationRuleExportTo, as
+// written; nil is Istio's default, every namespace ("*").
+type ExportDefaults struct {
+	Service, VirtualService, DestinationRule []string
+}
+
+// DestinationRulesPrivate reports whether a DestinationRule that says no
+// exportTo is exported to its own namespace alone: Istio reads only "."
+// in defaultDestinationRuleExportTo, any other default exports it to all.
+func (d ExportDefaults) DestinationRulesPrivate() bool {
+	return slices.Contains(d.DestinationRule, ".")
 }
 
 // DefaultMeshSettings returns Istio's default mesh.
@@ -83,6 +104,10 @@ var (
 	MeshServiceSettingsKey = ConfigKey{Kind: KindMeshConfig, Name: "serviceSettings"}
 	// MeshLocalityLBKey is LocalityLB: endpoint assignments read it.
 	MeshLocalityLBKey = ConfigKey{Kind: KindMeshConfig, Name: "localityLbSetting"}
+	// MeshExportToKey is DefaultExportTo. What reads the visibility of a
+	// service reads it; the rule indexes follow it and report the hosts
+	// whose choice it changes.
+	MeshExportToKey = ConfigKey{Kind: KindMeshConfig, Name: "defaultExportTo"}
 )
 
 // meshParts says which fields of MeshSettings make up each part.
@@ -97,6 +122,7 @@ var meshParts = []struct {
 	{MeshRootNamespaceKey, func(a, b *MeshSettings) bool { return a.RootNamespace == b.RootNamespace }},
 	{MeshServiceSettingsKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.ServiceSettings, b.ServiceSettings) }},
 	{MeshLocalityLBKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.LocalityLB, b.LocalityLB) }},
+	{MeshExportToKey, func(a, b *MeshSettings) bool { return reflect.DeepEqual(a.DefaultExportTo, b.DefaultExportTo) }},
 }
 
 // MeshKeys returns the keys of the parts of the settings that differ

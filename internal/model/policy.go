@@ -1,7 +1,6 @@
 package model
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,7 +15,7 @@ type DestinationRule struct {
 	Namespace, Name string
 	// Host is the FQDN it applies to, or a wildcard ("*.example.com",
 	// "*"): then it applies to the hosts the wildcard matches that have
-	// no rule of their own in its namespace (RulesFor).
+	// no rule of their own in its namespace (RuleIndex).
 	Host Hostname
 	// Policy applies to every cluster of the host, unless a port's or a
 	// subset's overrides it.
@@ -24,14 +23,20 @@ type DestinationRule struct {
 	Subsets []Subset
 	// ExportTo lists the namespaces whose clients see the rule, as Istio
 	// writes them: "*" every namespace, "." the rule's own, "~" none;
-	// empty means every namespace.
+	// empty means MeshConfig's defaultDestinationRuleExportTo.
 	ExportTo []string
 	// Selector, when not nil, is the rule's workloadSelector: it applies
 	// only to the clients of its namespace whose labels match (an empty
 	// one to every client of its namespace), ExportTo aside
-	// (policy_selector.go). Created orders such rules, oldest first.
+	// (policy_selector.go).
 	Selector *Labels
-	Created  time.Time
+	// Created orders the rules of one namespace for one host, which
+	// Istio merges oldest first (ConsolidateRules), and orders rules
+	// with a workloadSelector likewise.
+	Created time.Time
+	// MergedFrom names the later rules of the namespace merged into this
+	// one (ConsolidateRules), in order; empty for a rule as written.
+	MergedFrom []string
 }
 
 // VisibleTo reports whether clients of namespace ns see the rule.
@@ -374,9 +379,24 @@ func DestinationRuleKey(h Hostname) ConfigKey {
 // that exist, rather than every suffix of the host that could be one,
 // keeps a watch's keys (and the strings built for them) to two or three.
 func AppendRuleKeys(deps []ConfigKey, host Hostname, wildcards []Hostname) []ConfigKey {
+	return appendRuleKeys(deps, host, wildcards, nil)
+}
+
+// AppendRuleKeysWithSelectors is AppendRuleKeys over the wildcard hosts
+// of plain rules and those of rules with a workloadSelector.
+func AppendRuleKeysWithSelectors(deps []ConfigKey, host Hostname, wildcards []Hostname, selectors *SelectorRules) []ConfigKey {
+	return appendRuleKeys(deps, host, wildcards, selectors.WildcardHosts())
+}
+
+func appendRuleKeys(deps []ConfigKey, host Hostname, wildcards, more []Hostname) []ConfigKey {
 	deps = append(deps, DestinationRuleKey(host))
 	for _, w := range wildcards {
 		if w != "*" && w != host && WildcardMatches(w, host) {
+			deps = append(deps, DestinationRuleKey(w))
+		}
+	}
+	for _, w := range more {
+		if w != "*" && w != host && WildcardMatches(w, host) && !slices.Contains(wildcards, w) {
 			deps = append(deps, DestinationRuleKey(w))
 		}
 	}
@@ -396,120 +416,3 @@ func WildcardMatches(wildcard, host Hostname) bool {
 // SortWildcards orders wildcard hosts most specific (longest) first, the
 // order in which they are tried (Istio's MostSpecificHostMatch).
 func SortWildcards(ws []Hostname) { slices.SortFunc(ws, compareSpecific) }
-
-// RulesFor gathers the rules for a host from rules by host, exact ones
-// and wildcards (wildcards: the wildcard hosts among them, most specific
-// first): per namespace, its rule for the host itself, else its rule for
-// the most specific wildcard matching the host, as Istio picks within a
-// namespace (MostSpecificHostMatch). The result must not be changed.
-func RulesFor(byHost map[Hostname]HostRules, wildcards []Hostname, host Hostname) HostRules {
-	exact := byHost[host]
-	var out HostRules
-	for _, w := range wildcards {
-		if w == host || !WildcardMatches(w, host) {
-			continue
-		}
-		if out == nil {
-			out = maps.Clone(exact)
-			if out == nil {
-				out = HostRules{}
-			}
-		}
-		for ns, r := range byHost[w] {
-			if out[ns] == nil {
-				out[ns] = r
-			}
-		}
-	}
-	if out == nil {
-		return exact
-	}
-	return out
-}
-
-// HostRules are the rules for one host, one per namespace that has one.
-type HostRules map[string]*DestinationRule
-
-// Choose picks the rule for a client as Istio does for one host: the
-// client's namespace's rule first, then the service's namespace's, then
-// the root namespace's, each only if exported to the client's namespace
-// (ExportTo); rules of other namespaces do not apply. A client of the
-// root namespace looks in the service's namespace first, as Istio does
-// (system services deployed there keep their own rules). byClient is
-// false only when every client gets the same answer: the host has a
-// single rule, exported to all, in the service's or the root namespace.
-func (h HostRules) Choose(serviceNS, clientNS, rootNS string) (rule *DestinationRule, byClient bool) {
-	if len(h) == 0 {
-		return nil, false
-	}
-	byClient = len(h) > 1
-	for ns, r := range h {
-		if ns != serviceNS && ns != rootNS || !r.exportedToAll() {
-			byClient = true
-		}
-	}
-	order := []string{clientNS, serviceNS, rootNS}
-	if clientNS == rootNS {
-		order = []string{serviceNS, rootNS}
-	}
-	for _, ns := range order {
-		if ns == "" {
-			continue
-		}
-		if r := h[ns]; r != nil && r.VisibleTo(clientNS) {
-			return r, byClient
-		}
-	}
-	return nil, byClient
-}
-
-// StaticPolicies is a PolicyIndex over a fixed set of rules (tests; a
-// source that rebuilds its index on each change). The first rule by name
-// wins among those of one namespace for one host.
-type StaticPolicies struct {
-	root      string
-	byHost    map[Hostname]HostRules
-	wildcards []Hostname // the wildcard hosts of byHost, most specific first
-	selectors SelectorRules
-}
-
-// NewStaticPolicies indexes rules; rootNamespace holds mesh-wide rules.
-func NewStaticPolicies(rootNamespace string, rules []*DestinationRule) *StaticPolicies {
-	p := &StaticPolicies{root: rootNamespace, byHost: map[Hostname]HostRules{}}
-	for _, r := range rules {
-		if r.Selector != nil {
-			p.selectors.Add(r)
-			continue
-		}
-		h := p.byHost[r.Host]
-		if h == nil {
-			h = HostRules{}
-			p.byHost[r.Host] = h
-			if isWildcard(r.Host) {
-				p.wildcards = append(p.wildcards, r.Host)
-			}
-		}
-		h.Add(r)
-	}
-	SortWildcards(p.wildcards)
-	return p
-}
-
-// Add records a rule unless its namespace already has one for the host
-// that comes first by name: Istio merges the rules of one namespace for
-// one host, meshpilot keeps the first.
-func (h HostRules) Add(r *DestinationRule) {
-	if cur := h[r.Namespace]; cur == nil || r.Name < cur.Name {
-		h[r.Namespace] = r
-	}
-}
-
-// AppendDestinationRuleKeys implements PolicyIndex.
-func (p *StaticPolicies) AppendDestinationRuleKeys(deps []ConfigKey, host Hostname) []ConfigKey {
-	return AppendRuleKeys(deps, host, p.wildcards)
-}
-
-// DestinationRuleFor implements PolicyIndex.
-func (p *StaticPolicies) DestinationRuleFor(host Hostname, serviceNamespace, clientNamespace string) (*DestinationRule, bool) {
-	return RulesFor(p.byHost, p.wildcards, host).Choose(serviceNamespace, clientNamespace, p.root)
-}

@@ -61,6 +61,10 @@ func (s *SelectorRules) Add(r *DestinationRule) {
 	byNS[r.Namespace] = list
 }
 
+// WildcardHosts are the wildcard hosts that have rules, most specific
+// first; the result must not be changed.
+func (s *SelectorRules) WildcardHosts() []Hostname { return s.wildcards }
+
 // Remove forgets the rule of that namespace and name for host.
 func (s *SelectorRules) Remove(host Hostname, namespace, name string) {
 	byNS := s.byHost[host]

@@ -59,6 +59,10 @@ func (r *Request) Add(ev model.Event, t time.Time) {
 	r.Events++
 	switch ev.Kind {
 	case model.ConfigChanged:
+		// The default exportTo of services decides, for every service
+		// that says none, which clients see it: nearly everything
+		// (model.WithExportDefaults).
+		r.Full = r.Full || ev.Config == model.MeshExportToKey
 		r.addConfig(ev.Config)
 	case model.EndpointsChanged:
 		if _, ok := r.Services[ev.Hostname]; ok {

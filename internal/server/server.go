@@ -235,7 +235,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, registry: registry, mesh: opts.Mesh, log: opts.Logger, metrics: opts.Metrics}
 	s.xds = xds.NewServer(xds.Options{
-		Discovery:      registry,
+		Discovery:      model.WithExportDefaults(registry, opts.Mesh),
 		Workloads:      registry,
 		Inventory:      registry,
 		DomainSuffix:   opts.DomainSuffix,

@@ -83,7 +83,7 @@ func (e *entries) channel(t *testing.T, target string) *grpc.ClientConn {
 
 // TestStaticServiceEntry: a STATIC ServiceEntry's endpoints serve a
 // grpc-go client through xds:///<host>:<port>; a change of its endpoints
-// reaches the client; a refused change (a port without protocol) leaves
+// reaches the client; a refused change (a protocol Istio does not know) leaves
 // the last good version serving, and says why.
 func TestStaticServiceEntry(t *testing.T) {
 	ns := env.Namespace(t, nil)
@@ -104,7 +104,7 @@ func TestStaticServiceEntry(t *testing.T) {
 	e.applyServiceEntry(t, "echo", spec(bs[1].IP))
 	grpctest.AwaitSpread(t, cc, bs[1])
 
-	e.applyServiceEntry(t, "echo", "hosts: [echo.example.com]\nresolution: STATIC\nports: [{number: 7070, name: grpc}]\nendpoints: [{address: 127.0.0.1}]")
+	e.applyServiceEntry(t, "echo", "hosts: [echo.example.com]\nresolution: STATIC\nports: [{number: 7070, protocol: QUIC, name: grpc}]\nendpoints: [{address: 127.0.0.1}]")
 	ref := configstatus.Ref{Kind: "ServiceEntry", Namespace: ns, Name: "echo"}
 	awaitRefused(t, e.status, ref, "spec.ports[0].protocol")
 	grpctest.AwaitSpread(t, cc, bs[1])

@@ -15,7 +15,8 @@ type PolicyOptions struct {
 	// DomainSuffix resolves short hosts; "cluster.local" when empty.
 	DomainSuffix string
 	// RootNamespace holds the rules that apply mesh-wide (Istio's
-	// MeshConfig rootNamespace) while Mesh names none.
+	// MeshConfig rootNamespace) while Mesh names none; empty: Istio's
+	// default, model.DefaultRootNamespace.
 	RootNamespace string
 	// Mesh, when set, is followed for MeshConfig's rootNamespace, which
 	// takes RootNamespace's place while it is set.
@@ -33,23 +34,23 @@ type PolicyOptions struct {
 // A rule that cannot be converted is refused: its status says why, and
 // its last good version stays in force.
 //
-// The root namespace follows the mesh settings (PolicyOptions.Mesh); its
-// change is reported as the DestinationRuleKey of each host with a rule
-// in the old or the new root namespace, the only hosts whose choice of
-// rule it can change.
+// The root namespace and defaultDestinationRuleExportTo follow the mesh
+// settings (PolicyOptions.Mesh); a change of either is reported as the
+// DestinationRuleKey of each host whose choice of rule it can change.
 //
 // A rule with a workloadSelector is kept apart (policies_selector.go):
 // it applies only to the matching clients of its namespace
 // (model.SelectorPolicyIndex) and takes no part in the choice below.
 //
-// Two rules of one namespace for one host are not merged as Istio merges
-// them: the first by name applies and the others are refused (their
-// status says which rule won), until it goes. When exportTo hides the
-// winner from a client, that namespace has no rule for the client.
+// Several rules of one namespace for one host are merged as Istio merges
+// them (model.ConsolidateRules): oldest first, subsets joined, the first
+// trafficPolicy kept. Each merged rule's status says what it was merged
+// into (Status.Merged), and which of its subsets and policy are dropped
+// because an older rule already has them (ignored for every client).
 //
 // A rule for a wildcard host ("*.example.com") applies to the hosts it
 // matches in its namespace's place when the namespace has no rule for
-// the host itself, the most specific wildcard first (model.RulesFor);
+// the host itself, the most specific wildcard first (model.RuleIndex);
 // its change is reported under the wildcard's DestinationRuleKey, which
 // what reads a host's rules depends on (model.AppendRuleKeys), and under
 // "*" as well when the wildcard gains its first rule or loses its last.
@@ -59,27 +60,28 @@ type Policies struct {
 
 	handlers modelHandlers
 
-	mu sync.RWMutex // guards root, rules, naming, current, byHost, wildcards and selectors
+	mu sync.RWMutex // guards root, defaultPrivate, rules, naming, current, index and selectors
 	// root is the root namespace in force.
 	root string
+	// defaultPrivate: a rule without exportTo is its namespace's alone
+	// (model.ExportDefaults.DestinationRulesPrivate).
+	defaultPrivate bool
 	// rules holds each object's converted rule, by namespace/name: its
 	// last good version.
 	rules map[string]*model.DestinationRule
 	// naming holds the same rules per host or wildcard host, by
-	// namespace/name: what byHost is built from, so that a change costs
-	// the rules of the hosts it touches, not every rule.
+	// namespace/name: what the index is built from, so that a change
+	// costs the rules of the hosts it touches, not every rule.
 	naming map[model.Hostname]map[string]*model.DestinationRule
 	// current holds, by namespace/name, the objects whose latest version
-	// converted, with their status and reference: whether another rule
-	// shadows them decides what their status says.
+	// converted, with their status and reference: what merging did to
+	// them is added to their status.
 	current map[string]convertedRule
-	// byHost holds, per host or wildcard host, the rule of each
-	// namespace that has one.
-	byHost map[model.Hostname]model.HostRules
-	// wildcards are the wildcard hosts of byHost, most specific first.
-	wildcards []model.Hostname
+	// index holds, per host or wildcard host, the consolidated rules of
+	// each namespace that has one, and the wildcard hosts among them.
+	index model.RuleIndex
 	// selectors holds the rules with a workloadSelector, kept out of
-	// naming and byHost: they neither shadow nor are shadowed by the
+	// naming and index: they neither shadow nor are shadowed by the
 	// rules chosen there (policies_selector.go).
 	selectors model.SelectorRules
 }
@@ -93,11 +95,13 @@ func NewPolicies(reg Store, opts PolicyOptions) *Policies {
 		rules:   map[string]*model.DestinationRule{},
 		naming:  map[model.Hostname]map[string]*model.DestinationRule{},
 		current: map[string]convertedRule{},
-		byHost:  map[model.Hostname]model.HostRules{},
+		index:   model.RuleIndex{ByHost: map[model.Hostname]model.HostRules{}},
 	}
 	p.root = p.rootOf(nil)
 	if opts.Mesh != nil {
-		p.root = p.rootOf(opts.Mesh.Mesh())
+		mesh := opts.Mesh.Mesh()
+		p.root = p.rootOf(mesh)
+		p.defaultPrivate = mesh != nil && mesh.DefaultExportTo.DestinationRulesPrivate()
 		opts.Mesh.AppendEventHandler(p.onMeshEvent)
 	}
 	reg.AppendEventHandler(p.onEvent)
@@ -136,7 +140,7 @@ func (p *Policies) onEvent(ev Event) {
 	}
 	hosts := p.set(key, now)
 	p.reportSelectors(hosts)
-	p.reportShadowed(hosts)
+	p.reportMerged(hosts)
 	p.notify(hosts)
 }
 
@@ -146,12 +150,10 @@ type convertedRule struct {
 	status configstatus.Status
 }
 
-// reportShadowed records the status of every converted rule of hosts:
-// its conversion's, or refused when an earlier rule by name of its
-// namespace has the same host (Istio would merge the two; meshpilot
-// applies the first alone, and says so rather than dropping the other
-// silently).
-func (p *Policies) reportShadowed(hosts []model.Hostname) {
+// reportMerged records the status of every converted rule of hosts: its
+// conversion's, with what merging it into an older rule of its namespace
+// did (model.MergeNote), so that no part of a rule is dropped silently.
+func (p *Policies) reportMerged(hosts []model.Hostname) {
 	type update struct {
 		ref    configstatus.Ref
 		status configstatus.Status
@@ -159,22 +161,53 @@ func (p *Policies) reportShadowed(hosts []model.Hostname) {
 	var updates []update
 	p.mu.RLock()
 	for _, h := range hosts {
+		notes := map[string][]model.MergeNote{} // namespace/name -> notes
+		for ns, nr := range p.index.ByHost[h] {
+			for _, n := range nr.Notes {
+				notes[ns+"/"+n.Name] = append(notes[ns+"/"+n.Name], n)
+			}
+		}
 		for key, r := range p.naming[h] {
 			c, ok := p.current[key]
 			if !ok {
 				continue // refused on its own: its status says why
 			}
-			st := c.status
-			if w := p.byHost[h][r.Namespace]; w != nil && w.Name != r.Name {
-				st = configstatus.Refuse("spec.host", fmt.Sprintf("DestinationRule %s/%s, first by name, already applies to %s in this namespace", w.Namespace, w.Name, h))
-			}
-			updates = append(updates, update{c.ref, st})
+			updates = append(updates, update{c.ref, withMergeNotes(c.status, r, notes[key])})
 		}
 	}
 	p.mu.RUnlock()
 	for _, u := range updates {
 		p.opts.Status.Set(u.ref, u.status)
 	}
+}
+
+// withMergeNotes adds to a rule's status what merging did to it.
+func withMergeNotes(st configstatus.Status, r *model.DestinationRule, notes []model.MergeNote) configstatus.Status {
+	if len(notes) == 0 {
+		return st
+	}
+	st.IgnoredGRPC, st.IgnoredEnvoy = slices.Clone(st.IgnoredGRPC), slices.Clone(st.IgnoredEnvoy)
+	ignore := func(path, why string) {
+		st.IgnoredGRPC = append(st.IgnoredGRPC, configstatus.Field{Path: path, Why: why})
+		st.IgnoredEnvoy = append(st.IgnoredEnvoy, configstatus.Field{Path: path, Why: why})
+	}
+	for _, n := range notes {
+		into := r.Namespace + "/" + n.Into
+		switch {
+		case n.Dropped:
+			ignore(fmt.Sprintf("spec.subsets[%d]", n.Subset), fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s, which already defines subset %q: its definition applies (Istio's merge)",
+				into, r.Host, r.Subsets[n.Subset].Name))
+		case n.PolicyDropped:
+			ignore("spec.trafficPolicy", fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s, whose trafficPolicy applies (Istio's merge keeps the first)", into, r.Host))
+		default:
+			st.Merged = append(st.Merged, configstatus.Field{Path: "spec", Why: fmt.Sprintf(
+				"merged into DestinationRule %s, created earlier for %s in this namespace: its subsets are added to that rule's, and its trafficPolicy applies if that rule has none (Istio's merge)",
+				into, r.Host)})
+		}
+	}
+	return st
 }
 
 // notify tells the handlers that the rules of hosts changed.
@@ -190,6 +223,7 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var hosts []model.Hostname
+	selectorWildcards := slices.Clone(p.selectors.WildcardHosts())
 	if old := p.rules[key]; old != nil {
 		hosts = append(hosts, old.Host)
 		if !p.unsetSelector(old) {
@@ -209,7 +243,7 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 		delete(p.rules, key)
 	}
 	hosts = slices.Compact(hosts)
-	wildcardsChanged := false
+	wildcardsChanged := !slices.Equal(selectorWildcards, p.selectors.WildcardHosts())
 	for _, h := range hosts {
 		wildcardsChanged = p.reindex(h) || wildcardsChanged
 	}
@@ -225,25 +259,30 @@ func (p *Policies) set(key string, rule *model.DestinationRule) []model.Hostname
 // reindex rebuilds the rules of one host from naming, and reports whether
 // the set of wildcard hosts changed.
 func (p *Policies) reindex(h model.Hostname) bool {
-	byNS := model.HostRules{}
+	byNS := map[string][]*model.DestinationRule{}
 	for _, r := range p.naming[h] {
-		byNS.Add(r)
+		byNS[r.Namespace] = append(byNS[r.Namespace], r)
 	}
-	_, had := p.byHost[h]
+	_, had := p.index.ByHost[h]
 	if len(byNS) == 0 {
-		delete(p.byHost, h)
+		delete(p.index.ByHost, h)
 		delete(p.naming, h)
 	} else {
-		p.byHost[h] = byNS
+		rules := make(model.HostRules, len(byNS))
+		for ns, rs := range byNS {
+			model.SortRules(rs)
+			rules[ns] = model.ConsolidateRules(rs, p.defaultPrivate)
+		}
+		p.index.ByHost[h] = rules
 	}
-	_, has := p.byHost[h]
+	_, has := p.index.ByHost[h]
 	if has == had || !strings.HasPrefix(string(h), "*") {
 		return false
 	}
-	p.wildcards = slices.DeleteFunc(p.wildcards, func(w model.Hostname) bool { return w == h })
+	p.index.Wildcards = slices.DeleteFunc(p.index.Wildcards, func(w model.Hostname) bool { return w == h })
 	if has {
-		p.wildcards = append(p.wildcards, h)
-		model.SortWildcards(p.wildcards)
+		p.index.Wildcards = append(p.index.Wildcards, h)
+		model.SortWildcards(p.index.Wildcards)
 	}
 	return true
 }
@@ -252,15 +291,15 @@ func (p *Policies) reindex(h model.Hostname) bool {
 func (p *Policies) AppendDestinationRuleKeys(deps []model.ConfigKey, host model.Hostname) []model.ConfigKey {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return model.AppendRuleKeys(deps, host, p.wildcards)
+	return model.AppendRuleKeysWithSelectors(deps, host, p.index.Wildcards, &p.selectors)
 }
 
 // DestinationRuleFor picks the rule for a client as Istio does
-// (model.HostRules.Choose).
+// (model.RuleIndex.Choose).
 func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, clientNamespace string) (*model.DestinationRule, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return model.RulesFor(p.byHost, p.wildcards, host).Choose(serviceNamespace, clientNamespace, p.root)
+	return p.index.Choose(host, serviceNamespace, clientNamespace, p.root)
 }
 
 // SubsetDefined reports whether a rule for host, of any namespace,
@@ -269,23 +308,14 @@ func (p *Policies) DestinationRuleFor(host model.Hostname, serviceNamespace, cli
 func (p *Policies) SubsetDefined(host model.Hostname, subset string) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	defines := func(rules model.HostRules) bool {
-		for _, r := range rules {
-			if r.Subset(subset) != nil {
-				return true
-			}
-		}
-		return false
+	found := p.selectors.DefinesSubset(host, subset)
+	if !found {
+		p.index.Rules(host, func(r *model.DestinationRule) bool {
+			found = r.Subset(subset) != nil
+			return !found
+		})
 	}
-	if defines(p.byHost[host]) || p.selectors.DefinesSubset(host, subset) {
-		return true
-	}
-	for _, w := range p.wildcards {
-		if w != host && model.WildcardMatches(w, host) && defines(p.byHost[w]) {
-			return true
-		}
-	}
-	return false
+	return found
 }
 
 var _ model.PolicyIndex = (*Policies)(nil)

@@ -16,8 +16,8 @@ import (
 // TestPoliciesRuleMovesHost: a rule that changes host leaves the old
 // host's index and joins the new one's (rules are indexed by host, so a
 // change looks at those two alone): both hosts are pushed, the rule it
-// now shadows is refused, the one it stopped shadowing applies, and a
-// subset is found where the rule is now. A wildcard host that gains its
+// now meets is merged into it, the one it left applies alone again, and
+// a subset is found where the rule is now. A wildcard host that gains its
 // first rule or loses its last is pushed under "*" too (the wildcard set
 // changed: model.AppendRuleKeys).
 func TestPoliciesRuleMovesHost(t *testing.T) {
@@ -47,19 +47,19 @@ func TestPoliciesRuleMovesHost(t *testing.T) {
 		}
 		return ""
 	}
-	refused := func(name string) bool {
+	merged := func(name string) bool {
 		st, _ := status.Get(configstatus.Ref{Kind: "DestinationRule", Namespace: "ns", Name: name})
-		return st.Refused != nil
+		return len(st.Merged) > 0
 	}
 	for _, step := range []struct {
-		desc, name, host         string
-		wantPushed               []string
-		reviews, ratings         string // the rule in force for each
-		refusedB, subsetAReviews bool
+		desc, name, host        string
+		wantPushed              []string
+		reviews, ratings        string // the rule in force for each
+		mergedB, subsetAReviews bool
 	}{
 		{"b for ratings", "b", ratings, []string{ratings}, "", "b", false, false},
 		{"a for reviews", "a", reviews, []string{reviews}, "a", "b", false, true},
-		{"a moves to ratings: first by name, it shadows b", "a", ratings, []string{reviews, ratings}, "", "a", true, false},
+		{"a moves to ratings: first by name, b merges into it", "a", ratings, []string{reviews, ratings}, "", "a", true, false},
 		{"a moves to the namespace's wildcard: b applies again", "a", wildcard, []string{ratings, wildcard, "*"}, "a", "b", false, true},
 		{"a goes", "a", "", []string{wildcard, "*"}, "", "b", false, false},
 	} {
@@ -71,8 +71,8 @@ func TestPoliciesRuleMovesHost(t *testing.T) {
 		if r, g := inForce(reviews), inForce(ratings); r != step.reviews || g != step.ratings {
 			t.Errorf("%s: in force for reviews %q, ratings %q; want %q, %q", step.desc, r, g, step.reviews, step.ratings)
 		}
-		if refused("b") != step.refusedB {
-			t.Errorf("%s: b refused %v, want %v", step.desc, refused("b"), step.refusedB)
+		if merged("b") != step.mergedB {
+			t.Errorf("%s: b merged %v, want %v", step.desc, merged("b"), step.mergedB)
 		}
 		if got := p.SubsetDefined(reviews, "a"); got != step.subsetAReviews {
 			t.Errorf("%s: subset a defined for reviews %v, want %v", step.desc, got, step.subsetAReviews)

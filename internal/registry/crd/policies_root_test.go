@@ -23,7 +23,7 @@ import (
 
 func TestSetRootReportsHosts(t *testing.T) {
 	p := &Policies{root: "sys", rules: map[string]*model.DestinationRule{}, naming: map[model.Hostname]map[string]*model.DestinationRule{},
-		byHost: map[model.Hostname]model.HostRules{}}
+		index: model.RuleIndex{ByHost: map[model.Hostname]model.HostRules{}}}
 	for _, r := range []*model.DestinationRule{
 		{Namespace: "ns", Name: "a", Host: "a.ns.svc.cluster.local"},
 		{Namespace: "mesh", Name: "b", Host: "b.ns.svc.cluster.local"},

@@ -55,7 +55,7 @@ func (p *Policies) reportSelectors(hosts []model.Hostname) {
 				continue
 			}
 			st := c.status
-			if p.byHost[h][r.Namespace] == nil {
+			if p.index.ByHost[h][r.Namespace] == nil {
 				st.IgnoredGRPC = append(slices.Clip(st.IgnoredGRPC), configstatus.Field{Path: "spec.workloadSelector", Why: whyPlainKept})
 				st.IgnoredEnvoy = append(slices.Clip(st.IgnoredEnvoy), configstatus.Field{Path: "spec.workloadSelector", Why: whyPlainKept})
 			}

@@ -98,12 +98,12 @@ func TestConvertDestinationRule(t *testing.T) {
 }
 
 // TestPoliciesSetReportsHosts: a rule's change touches the host it
-// applied to and the one it applies to now, and the index follows: the
-// first rule by name of a namespace wins, and the next takes over when it
-// goes.
+// applied to and the one it applies to now, and the index follows: of
+// rules of one age, the later ones by name merge into the first, and the
+// next takes over when it goes.
 func TestPoliciesSetReportsHosts(t *testing.T) {
 	p := &Policies{opts: PolicyOptions{RootNamespace: "istio-system"}, root: "istio-system", rules: map[string]*model.DestinationRule{},
-		naming: map[model.Hostname]map[string]*model.DestinationRule{}, byHost: map[model.Hostname]model.HostRules{}}
+		naming: map[model.Hostname]map[string]*model.DestinationRule{}, index: model.RuleIndex{ByHost: map[model.Hostname]model.HostRules{}}}
 	rule := func(name string, host model.Hostname) *model.DestinationRule {
 		return &model.DestinationRule{Namespace: "ns", Name: name, Host: host}
 	}

@@ -24,6 +24,9 @@ type RouteOptions struct {
 	Policies *Policies
 	// Status, when set, records what became of every VirtualService.
 	Status *configstatus.Reporter
+	// Mesh, when set, is followed for defaultVirtualServiceExportTo, the
+	// exportTo of a VirtualService that says none (routes_mesh.go).
+	Mesh MeshSource
 }
 
 // Routes is the VirtualServices of a Store as generators read them
@@ -80,6 +83,9 @@ func NewRoutes(store Store, opts RouteOptions) *Routes {
 	if opts.Policies != nil {
 		opts.Policies.AppendEventHandler(r.onRuleChange)
 	}
+	if opts.Mesh != nil {
+		opts.Mesh.AppendEventHandler(r.onMeshEvent)
+	}
 	return r
 }
 
@@ -131,6 +137,7 @@ func (r *Routes) update(namespace, name string) {
 	)
 	if obj != nil {
 		now, status = ConvertVirtualService(obj, ConvertOptions{DomainSuffix: r.opts.DomainSuffix, SubsetDefined: r.subsetDefined()})
+		r.defaultExportTo(now)
 	}
 	hosts, affected := r.set(key, obj, now, status)
 	for _, k := range affected {

@@ -37,6 +37,11 @@ type Options struct {
 	// every endpoint (model.Endpoint ClusterID). Empty means the local
 	// cluster: remote clusters' registries set it.
 	ClusterID string
+	// LocalClusterID is the local cluster's ID (--cluster-id), which the
+	// label topology.istio.io/cluster gives the endpoints of a registry
+	// without ClusterID, as Istio labels them; model.DefaultClusterID
+	// when empty.
+	LocalClusterID string
 	// DomainSuffix ends every hostname; default "cluster.local".
 	DomainSuffix string
 	// Namespaces, when set, limits every list and watch to these

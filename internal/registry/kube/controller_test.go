@@ -734,7 +734,8 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 		}
 		return true, fmt.Sprintf("pod %q labels %v", eps[0].PodName, eps[0].Labels)
 	}
-	want := fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v1", corev1.LabelTopologyZone: "z1"})
+	want := fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v1", corev1.LabelTopologyZone: "z1",
+		corev1.LabelHostname: node, "topology.istio.io/cluster": model.DefaultClusterID})
 	testenv.Eventually(t, "the endpoint described by d-new", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got
@@ -749,7 +750,8 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 	if _, err := env.Client.CoreV1().Pods(ns).Update(ctx(t), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want = fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v2", corev1.LabelTopologyZone: "z1"})
+	want = fmt.Sprintf("pod %q labels %v", "d-new", map[string]string{"app": "new", "version": "v2", corev1.LabelTopologyZone: "z1",
+		corev1.LabelHostname: node, "topology.istio.io/cluster": model.DefaultClusterID})
 	testenv.Eventually(t, "the endpoint relabelled", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got
@@ -760,7 +762,7 @@ func TestPodByIPForEndpointWithoutTargetRef(t *testing.T) {
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx(t), "d-new", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(3600))}); err != nil {
 		t.Fatal(err)
 	}
-	want = fmt.Sprintf("pod %q labels %v", "", map[string]string(nil))
+	want = fmt.Sprintf("pod %q labels %v", "", map[string]string{"topology.istio.io/cluster": model.DefaultClusterID})
 	testenv.Eventually(t, "the endpoint without a pod", func() (bool, string) {
 		ok, got := podOf()
 		return ok && got == want, got

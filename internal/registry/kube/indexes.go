@@ -61,6 +61,7 @@ func (c *Controller) build(idx *indexes, key serviceKey) (*model.Service, []*mod
 	}
 	eps := kubeconv.BuildEndpoints(svc, slices, kubeconv.EndpointLookup{
 		Pod: idx.pod, PodByIP: idx.podByIP, Node: idx.node, ClusterID: c.opts.ClusterID,
+		LocalClusterID: c.opts.LocalClusterID,
 	})
 	return svc, eps
 }

@@ -1,7 +1,9 @@
 package kubeconv_test
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -508,6 +510,7 @@ func TestBuildEndpointsFull(t *testing.T) {
 		Labels: map[string]string{
 			"app": "web", "version": "v1",
 			cvLabelRegion: "r1", cvLabelZone: "z1", cvLabelSubzone: "s1",
+			"kubernetes.io/hostname": "node-a", "topology.istio.io/cluster": "Kubernetes",
 		},
 		Locality:       model.Locality{Region: "r1", Zone: "z1", Subzone: "s1"},
 		Health:         model.Healthy,
@@ -1025,6 +1028,16 @@ func TestBuildEndpointsPodLookup(t *testing.T) {
 			want.ServicePortName = "http"
 			want.Namespace = "ns"
 			want.Health = model.Healthy
+			// Istio's topology labels (AugmentLabels): the cluster's on
+			// every endpoint, the Node's where it is known.
+			want.Labels = maps.Clone(want.Labels)
+			if want.Labels == nil {
+				want.Labels = map[string]string{}
+			}
+			want.Labels["topology.istio.io/cluster"] = cmp.Or(tt.lookup.ClusterID, model.DefaultClusterID)
+			if want.NodeName != "" {
+				want.Labels["kubernetes.io/hostname"] = want.NodeName
+			}
 			if !got[0].Equal(&want) {
 				t.Errorf("got  %+v\nwant %+v", *got[0], want)
 			}

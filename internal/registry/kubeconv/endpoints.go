@@ -50,6 +50,10 @@ type EndpointLookup struct {
 	// ClusterID): the cluster the objects come from, empty for the
 	// local one.
 	ClusterID string
+	// LocalClusterID is the local cluster's ID, which the label
+	// topology.istio.io/cluster gives the local cluster's endpoints
+	// (ClusterID empty); model.DefaultClusterID when empty.
+	LocalClusterID string
 }
 
 // podFor finds the Pod behind one address of a slice endpoint. A targetRef
@@ -277,6 +281,10 @@ func describeEndpoint(svc *model.Service, s *discoveryv1.EndpointSlice, e *disco
 		node = lookup.node(out.NodeName)
 	}
 	out.Locality = Locality(pod, node, e.Zone)
-	out.Labels = endpointLabels(pod, out.Locality)
+	out.Labels = endpointLabels(pod, Topology{
+		Locality: out.Locality,
+		Cluster:  cmp.Or(lookup.ClusterID, lookup.LocalClusterID, model.DefaultClusterID),
+		Node:     out.NodeName,
+	})
 	return out
 }

@@ -18,7 +18,7 @@ func TestLabelSetsForgetCollectedSets(t *testing.T) {
 	get := func(app string) *labelSet {
 		l := map[string]string{"app": app}
 		key := appendLabelsKey(nil, l, model.Locality{})
-		return sets.get(key, func() *labelSet { return &labelSet{labels: mergeLabels(l, model.Locality{})} })
+		return sets.get(key, func() *labelSet { return &labelSet{labels: AugmentLabels(l, Topology{})} })
 	}
 	held := get("kept")
 	get("dropped")

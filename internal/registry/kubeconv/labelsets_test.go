@@ -12,9 +12,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
-// TestEndpointLabelsSharedByAWorkload: the replicas of one workload in
-// one zone share one endpoint label map, other zones and other labels get
-// their own, and a rebuild hands out the same maps again.
+// TestEndpointLabelsSharedByAWorkload: the replicas of one workload on
+// one Node share one endpoint label map, with Istio's topology labels;
+// other Nodes and other labels get their own, and a rebuild hands out
+// the same maps again.
 func TestEndpointLabelsSharedByAWorkload(t *testing.T) {
 	nodes := map[string]*corev1.Node{
 		"n1": cvNode("n1", map[string]string{cvLabelRegion: "r", cvLabelZone: "z1"}),
@@ -41,15 +42,16 @@ func TestEndpointLabelsSharedByAWorkload(t *testing.T) {
 	if len(first) != 4 {
 		t.Fatalf("got %d endpoints, want 4", len(first))
 	}
-	want := map[string]string{"app": "shared-labels", "version": "v1", cvLabelRegion: "r", cvLabelZone: "z1"}
+	want := map[string]string{"app": "shared-labels", "version": "v1", cvLabelRegion: "r", cvLabelZone: "z1",
+		"kubernetes.io/hostname": "n1", "topology.istio.io/cluster": "Kubernetes"}
 	if !reflect.DeepEqual(first[0].Labels, want) {
 		t.Errorf("labels = %v, want %v", first[0].Labels, want)
 	}
 	if mapOf(first[0]) != mapOf(first[1]) {
-		t.Error("two replicas in one zone hold two maps")
+		t.Error("two replicas on one Node hold two maps")
 	}
 	if mapOf(first[0]) == mapOf(first[2]) || mapOf(first[0]) == mapOf(first[3]) {
-		t.Error("another zone or other labels share the map")
+		t.Error("another Node or other labels share the map")
 	}
 	again := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, lookup)
 	for i := range again {
@@ -60,8 +62,9 @@ func TestEndpointLabelsSharedByAWorkload(t *testing.T) {
 }
 
 // TestEndpointLabelsWithoutPodSharedByLocality: endpoints without a Pod
-// (a selector-less Service's slices) carry their locality's labels, one
-// map per locality, and none when the locality is unknown.
+// (a selector-less Service's slices) carry their topology's labels, one
+// map per Node and locality, and the cluster's alone when neither is
+// known.
 func TestEndpointLabelsWithoutPodSharedByLocality(t *testing.T) {
 	nodes := map[string]*corev1.Node{
 		"n1": cvNode("n1", map[string]string{cvLabelRegion: "r", cvLabelZone: "z1"}),
@@ -84,17 +87,17 @@ func TestEndpointLabelsWithoutPodSharedByLocality(t *testing.T) {
 	if len(first) != 4 {
 		t.Fatalf("got %d endpoints, want 4", len(first))
 	}
-	if want := map[string]string{cvLabelRegion: "r", cvLabelZone: "z1"}; !reflect.DeepEqual(first[0].Labels, want) {
+	if want := map[string]string{cvLabelRegion: "r", cvLabelZone: "z1", "kubernetes.io/hostname": "n1", "topology.istio.io/cluster": "Kubernetes"}; !reflect.DeepEqual(first[0].Labels, want) {
 		t.Errorf("labels = %v, want %v", first[0].Labels, want)
 	}
 	if mapOf(first[0]) != mapOf(first[1]) {
-		t.Error("two endpoints in one zone hold two maps")
+		t.Error("two endpoints on one Node hold two maps")
 	}
 	if mapOf(first[0]) == mapOf(first[2]) {
-		t.Error("another zone shares the map")
+		t.Error("another Node shares the map")
 	}
-	if first[3].Labels != nil {
-		t.Errorf("an endpoint of no known locality has labels %v", first[3].Labels)
+	if want := map[string]string{"topology.istio.io/cluster": "Kubernetes"}; !reflect.DeepEqual(first[3].Labels, want) {
+		t.Errorf("an endpoint of no known Node or locality has labels %v, want %v", first[3].Labels, want)
 	}
 	again := kubeconv.BuildEndpoints(svc, []*discoveryv1.EndpointSlice{slice}, lookup)
 	for i := range 3 {

@@ -167,9 +167,12 @@ func convertServiceEntry(se *networkingv1.ServiceEntry, domainSuffix string) (*e
 	return e, st
 }
 
-// convertPorts reads spec.ports: each needs a number, a protocol and a
-// name unique in the entry (endpoints and WorkloadEntries map their
-// ports by name). The target port defaults to the number.
+// convertPorts reads spec.ports: each needs a number and a name unique in
+// the entry (endpoints and WorkloadEntries map their ports by name). The
+// target port defaults to the number. A port without protocol is served
+// with its protocol unknown (model.Unsupported), as istiod serves it
+// (its protocol is sniffed where a proxy can); a protocol Istio does not
+// know is refused, as Istio's validation refuses it.
 func convertPorts(in []*apinetworking.ServicePort) ([]model.Port, *configstatus.Field) {
 	out := make([]model.Port, 0, len(in))
 	for i, p := range in {
@@ -177,8 +180,8 @@ func convertPorts(in []*apinetworking.ServicePort) ([]model.Port, *configstatus.
 		switch {
 		case p.GetNumber() == 0 || p.GetNumber() > 65535:
 			return nil, &configstatus.Field{Path: path + ".number", Why: "a port needs a number from 1 to 65535"}
-		case p.GetProtocol() == "":
-			return nil, &configstatus.Field{Path: path + ".protocol", Why: "a port needs a protocol"}
+		case p.GetProtocol() != "" && kubeconv.ProtocolByName(p.GetProtocol()) == model.Unsupported:
+			return nil, &configstatus.Field{Path: path + ".protocol", Why: fmt.Sprintf("unknown protocol %q", p.GetProtocol())}
 		case p.GetName() == "":
 			return nil, &configstatus.Field{Path: path + ".name", Why: "a port needs a name: endpoints map their ports by it"}
 		case p.GetTargetPort() > 65535:

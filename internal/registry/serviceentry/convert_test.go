@@ -45,7 +45,6 @@ func TestConvertServiceEntryRefuses(t *testing.T) {
 		{"a host that is no DNS name", "hosts: [a.example.com, 'b_c.example.com']\n" + ports, "spec.hosts[1]"},
 		{"a host twice", "hosts: [a.example.com, A.example.com]\n" + ports, "spec.hosts[1]"},
 		{"a port without number", "hosts: [a.example.com]\nports: [{protocol: GRPC, name: grpc}]", "spec.ports[0].number"},
-		{"a port without protocol", "hosts: [a.example.com]\nports: [{number: 80, name: grpc}]", "spec.ports[0].protocol"},
 		{"a port without name", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC}]", "spec.ports[0].name"},
 		{"two ports of one name", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC, name: g}, {number: 81, protocol: GRPC, name: g}]", "spec.ports[1].name"},
 		{"two ports of one number", "hosts: [a.example.com]\nports: [{number: 80, protocol: GRPC, name: g}, {number: 80, protocol: HTTP, name: h}]", "spec.ports[1].number"},
@@ -91,10 +90,10 @@ endpoints:
 				`{"hostname":"a.example.com","name":"a.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":8080,"protocol":"GRPC"},{"name":"web","port":81,"targetPort":81,"protocol":"HTTP"}],"resolution":"ClientSideLB","clusterIPs":["240.0.0.1","240.0.1.0/24"],"exportTo":[".","other"]},` +
 				`{"hostname":"b.example.com","name":"b.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":8080,"protocol":"GRPC"},{"name":"web","port":81,"targetPort":81,"protocol":"HTTP"}],"resolution":"ClientSideLB","clusterIPs":["240.0.0.1","240.0.1.0/24"],"exportTo":[".","other"]}],` +
 				`"endpoints":[` +
-				`{"address":"10.0.0.1","port":9090,"servicePortName":"grpc","labels":{"v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
-				`{"address":"10.0.0.1","port":81,"servicePortName":"web","labels":{"v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
-				`{"address":"10.0.0.2","port":8080,"servicePortName":"grpc","locality":{},"health":"HEALTHY","namespace":"ns"},` +
-				`{"address":"10.0.0.2","port":81,"servicePortName":"web","locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
+				`{"address":"10.0.0.1","port":9090,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes","topology.istio.io/network":"n1","topology.istio.io/subzone":"s","topology.kubernetes.io/region":"r","topology.kubernetes.io/zone":"z","v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
+				`{"address":"10.0.0.1","port":81,"servicePortName":"web","labels":{"topology.istio.io/cluster":"Kubernetes","topology.istio.io/network":"n1","topology.istio.io/subzone":"s","topology.kubernetes.io/region":"r","topology.kubernetes.io/zone":"z","v":"1"},"locality":{"region":"r","zone":"z","subzone":"s"},"health":"HEALTHY","namespace":"ns","serviceAccount":"sa","weight":3,"network":"n1"},` +
+				`{"address":"10.0.0.2","port":8080,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"},` +
+				`{"address":"10.0.0.2","port":81,"servicePortName":"web","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
 		},
 		{
 			name: "DNS without endpoints: each host resolves itself; MESH_EXTERNAL by default",
@@ -113,7 +112,7 @@ resolution: DNS
 ports: [{number: 80, protocol: GRPC, name: grpc}]
 endpoints: [{address: us.api.example.com}]`,
 			want: `{"services":[{"hostname":"api.example.com","name":"api.example.com","namespace":"ns","ports":[{"name":"grpc","port":80,"targetPort":80,"protocol":"GRPC"}],"resolution":"DNSAlias"}],` +
-				`"endpoints":[{"address":"us.api.example.com","port":80,"servicePortName":"grpc","locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
+				`"endpoints":[{"address":"us.api.example.com","port":80,"servicePortName":"grpc","labels":{"topology.istio.io/cluster":"Kubernetes"},"locality":{},"health":"HEALTHY","namespace":"ns"}]}`,
 		},
 		{
 			name: "a wildcard host is reported and not served",

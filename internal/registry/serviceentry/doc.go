@@ -37,7 +37,9 @@
 // them with the Kubernetes endpoints by port name.
 //
 // Objects that cannot work are refused (configstatus, one log line):
-// no hosts, a port without number, protocol or name, an endpoint address
+// no hosts, a port without number or name or with a protocol Istio does
+// not know (one without protocol is served, its protocol unknown, as
+// istiod serves it), an endpoint address
 // that is not an IP under STATIC, a DNS entry without endpoints whose
 // host cannot be resolved, a host that an earlier ServiceEntry (by name)
 // of the namespace defines, a WorkloadEntry without address. A refused

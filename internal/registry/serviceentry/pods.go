@@ -53,7 +53,7 @@ func podWorkloads(pods []*model.Workload) []*workload {
 		if len(p.Addresses) == 0 {
 			continue
 		}
-		out = append(out, &workload{
+		w := &workload{
 			namespace:      p.Namespace,
 			address:        p.Addresses[0],
 			isIP:           true,
@@ -62,7 +62,9 @@ func podWorkloads(pods []*model.Workload) []*workload {
 			serviceAccount: p.ServiceAccount,
 			podName:        p.Name,
 			nodeName:       p.NodeName,
-		})
+		}
+		w.augmentLabels()
+		out = append(out, w)
 	}
 	return out
 }

@@ -219,7 +219,8 @@ func (r *Registry) rebuild(workloadsChanged bool) {
 		s := st[ref]
 		for i, svc := range e.services {
 			if o := owner[svc.Hostname]; o != nil {
-				f := configstatus.Field{Path: e.hostPaths[i], Why: "host " + string(svc.Hostname) + " is served from ServiceEntry " + o.key()}
+				f := configstatus.Field{Path: e.hostPaths[i], Why: "host " + string(svc.Hostname) + " is served from ServiceEntry " + o.key() +
+					", the first namespace's: meshpilot serves one definition of a host, and clients that ServiceEntry's exportTo hides get none (istiod keeps one per namespace)"}
 				s.IgnoredGRPC = append(slices.Clip(s.IgnoredGRPC), f)
 				s.IgnoredEnvoy = append(slices.Clip(s.IgnoredEnvoy), f)
 				continue

@@ -201,8 +201,8 @@ func TestServiceEntriesAndTheirWorkloadEntries(t *testing.T) {
 	ev.take()
 
 	// A refused ServiceEntry keeps its last good version.
-	store.putSE(serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nports: [{number: 80, name: grpc}]"))
-	if got := refusedAt(rep, crd.ServiceEntry, "a"); got != "spec.ports[0].protocol" {
+	store.putSE(serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nports: [{number: 80, protocol: GRPC}]"))
+	if got := refusedAt(rep, crd.ServiceEntry, "a"); got != "spec.ports[0].name" {
 		t.Fatalf("a refused at %q", got)
 	}
 	if r.GetService(a) == nil || len(ev.take()) != 0 {
@@ -280,10 +280,12 @@ func TestWorkloadEntriesOfAKubernetesService(t *testing.T) {
 	if got := addrs(r.EndpointsByPortName(host, "grpc", nil)); !slices.Equal(got, []string{"10.0.0.3:8080"}) {
 		t.Fatalf("endpoints %v after the selector changed", got)
 	}
-	// A named target port is looked up in the WorkloadEntry's ports.
+	// A named target port is looked up in the WorkloadEntry's ports by
+	// that name alone, as istiod does: vm2 has only a port of the
+	// service port's name, and no endpoint.
 	kube.Update(kubeSvc(model.Labels{"app": "api"}, model.Port{Name: "grpc", Port: 80, TargetPortName: "serving", Protocol: model.GRPC}), nil)
 	store.putWE(workloadEntry(t, "vm1", "address: 10.0.0.1\nlabels: {app: api}\nports: {serving: 7000}"))
-	if got := addrs(r.EndpointsByPortName(host, "grpc", nil)); !slices.Equal(got, []string{"10.0.0.1:7000", "10.0.0.2:9000"}) {
+	if got := addrs(r.EndpointsByPortName(host, "grpc", nil)); !slices.Equal(got, []string{"10.0.0.1:7000"}) {
 		t.Fatalf("endpoints %v with a named target port", got)
 	}
 	kube.Delete(host)

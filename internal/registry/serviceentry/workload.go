@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/registry/kubeconv"
 )
 
 // workload is one WorkloadEntry, or one endpoint of a ServiceEntry (the
@@ -23,12 +24,15 @@ type workload struct {
 	// ServiceEntry can use.
 	isIP bool
 	// ports maps a service port name to the workload's port for it.
-	ports          map[string]uint32
-	labels         map[string]string
-	locality       model.Locality
-	weight         uint32
-	network        string
-	serviceAccount string
+	ports map[string]uint32
+	// labels are the workload's own, which selectors match;
+	// endpointLabels are its endpoints', with Istio's topology labels
+	// (kubeconv.AugmentLabels), shared by its endpoints.
+	labels, endpointLabels map[string]string
+	locality               model.Locality
+	weight                 uint32
+	network                string
+	serviceAccount         string
 	// podName and nodeName are set for a Pod.
 	podName, nodeName string
 }
@@ -49,6 +53,7 @@ func convertWorkload(we *apinetworking.WorkloadEntry, namespace, path string) (*
 		network:        we.GetNetwork(),
 		serviceAccount: we.GetServiceAccount(),
 	}
+	w.augmentLabels()
 	switch {
 	case w.address == "":
 		// Istio allows an empty address on a network reached through a
@@ -65,6 +70,16 @@ func convertWorkload(we *apinetworking.WorkloadEntry, namespace, path string) (*
 		}
 	}
 	return w, nil
+}
+
+// augmentLabels sets endpointLabels from the workload's labels and
+// topology, as Istio labels the endpoints of WorkloadEntries and Pods
+// (its AugmentLabels): a Pod gets its Node's label too. The cluster is the
+// local one: WorkloadEntries and ServiceEntries are read from it alone.
+func (w *workload) augmentLabels() {
+	w.endpointLabels = kubeconv.AugmentLabels(w.labels, kubeconv.Topology{
+		Locality: w.locality, Cluster: model.DefaultClusterID, Node: w.nodeName, Network: w.network,
+	})
 }
 
 func isIP(s string) bool {
@@ -86,6 +101,12 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 	if mapped, ok := w.ports[p.Name]; ok {
 		port = mapped
 	}
+	return w.endpointOn(p, port)
+}
+
+// endpointOn is the workload's endpoint for service port p on its port
+// number port; none for 0.
+func (w *workload) endpointOn(p model.Port, port uint32) *model.Endpoint {
 	if port == 0 {
 		return nil
 	}
@@ -93,7 +114,7 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 		Address:         w.address,
 		Port:            port,
 		ServicePortName: p.Name,
-		Labels:          w.labels,
+		Labels:          w.endpointLabels,
 		Locality:        w.locality,
 		Health:          model.Healthy,
 		Namespace:       w.namespace,
@@ -106,17 +127,15 @@ func (w *workload) endpoint(p model.Port) *model.Endpoint {
 }
 
 // kubernetesEndpoint is the workload's endpoint for a port of a
-// Kubernetes Service that selects it, as Istio maps it: the workload's
-// port of the service port's name, else the target port (a named target
-// port is looked up in the workload's ports); none when neither gives a
-// number.
+// Kubernetes Service that selects it, as istiod maps it
+// (serviceInstanceFromWorkloadInstance): for a numeric target port, the
+// workload's port of the service port's name, else the target port; for
+// a named target port, the workload's port of that name alone (the
+// service port's own name does not count), and no endpoint when the
+// workload has none of that name.
 func (w *workload) kubernetesEndpoint(p model.Port) *model.Endpoint {
-	if _, ok := w.ports[p.Name]; !ok && p.TargetPort == 0 {
-		mapped, ok := w.ports[p.TargetPortName]
-		if !ok {
-			return nil
-		}
-		p.TargetPort = int32(mapped)
+	if p.TargetPort == 0 {
+		return w.endpointOn(p, w.ports[p.TargetPortName])
 	}
 	return w.endpoint(p)
 }
