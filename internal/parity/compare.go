@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	pathpkg "path"
 	"slices"
 	"strings"
 
@@ -22,10 +23,25 @@ type Intended struct {
 	// all.
 	Types []string `json:"types,omitempty"`
 	Kinds []string `json:"kinds,omitempty"`
+	// Value, when set, limits it to fields holding that value (JSON):
+	// istiod writing a default out, where leaving it out means the same.
+	Value any `json:"value,omitempty"`
+	// RenameTo, when set, moves the field at Path there instead of
+	// leaving it out: the same setting in another field that both
+	// clients read, so that what it holds is still compared.
+	RenameTo string `json:"renameTo,omitempty"`
+	// Resource, with no Path, is a pattern (path.Match) of the names of
+	// resources that only one server sends (SentBy: "istiod" or
+	// "meshpilot") and that are left out.
+	Resource string `json:"resource,omitempty"`
+	SentBy   string `json:"sentBy,omitempty"`
+	// Empty limits a resource entry to resources that hold nothing but
+	// their name.
+	Empty bool `json:"empty,omitempty"`
 	// Why we differ, for the reader of the list.
 	Why string `json:"why"`
 
-	segments []string
+	segments, renamed []string
 }
 
 // LoadIntended reads the list of intended differences.
@@ -39,12 +55,54 @@ func LoadIntended(path string) ([]Intended, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	for i := range list {
-		if list[i].Path == "" || list[i].Why == "" {
-			return nil, fmt.Errorf("%s: entry %d: a path and why are both required", path, i+1)
+		e := &list[i]
+		switch {
+		case e.Why == "":
+			return nil, fmt.Errorf("%s: entry %d: why is required", path, i+1)
+		case e.Path == "" && (e.Resource == "" || e.SentBy != "istiod" && e.SentBy != "meshpilot"):
+			return nil, fmt.Errorf("%s: entry %d: a path, or a resource with sentBy istiod or meshpilot, is required", path, i+1)
+		case e.Resource != "":
+			if _, err := pathpkg.Match(e.Resource, ""); err != nil {
+				return nil, fmt.Errorf("%s: entry %d: resource: %w", path, i+1, err)
+			}
 		}
-		list[i].segments = strings.Split(list[i].Path, ".")
+		if e.Path != "" {
+			e.segments = strings.Split(e.Path, ".")
+		}
+		if e.RenameTo != "" {
+			e.renamed = strings.Split(e.RenameTo, ".")
+		}
 	}
 	return list, nil
+}
+
+// oneSided reports whether a resource only one server sent is an
+// intended difference.
+func oneSided(list []Intended, typ, kind, name, sentBy string, res any) bool {
+	for i := range list {
+		e := &list[i]
+		if e.Path != "" || e.SentBy != sentBy || !e.appliesTo(typ, kind) || e.Empty && !nameOnly(res) {
+			continue
+		}
+		if ok, _ := pathpkg.Match(e.Resource, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// nameOnly reports whether a resource holds nothing but its name.
+func nameOnly(res any) bool {
+	m, ok := res.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k := range m {
+		if k != "name" && k != "cluster_name" {
+			return false
+		}
+	}
+	return true
 }
 
 func (in *Intended) appliesTo(typ, kind string) bool {
@@ -56,14 +114,74 @@ func (in *Intended) appliesTo(typ, kind string) bool {
 func strip(v any, list []Intended, typ, kind string) int {
 	n := 0
 	for i := range list {
-		if list[i].appliesTo(typ, kind) {
-			n += remove(v, list[i].segments)
+		e := &list[i]
+		if e.Path == "" || !e.appliesTo(typ, kind) {
+			continue
 		}
+		if e.renamed != nil {
+			n += rename(v, e.segments, e.renamed)
+			continue
+		}
+		n += remove(v, e.segments, e.Value)
 	}
 	return n
 }
 
-func remove(v any, path []string) int {
+// rename moves the value at from (no "*") to to, within one resource.
+func rename(v any, from, to []string) int {
+	parent := lookup(v, from[:len(from)-1])
+	if parent == nil {
+		return 0
+	}
+	val, ok := parent[from[len(from)-1]]
+	if !ok {
+		return 0
+	}
+	delete(parent, from[len(from)-1])
+	pruneEmpty(v, from[:len(from)-1])
+	dst, ok := v.(map[string]any)
+	if !ok {
+		return 0
+	}
+	for _, k := range to[:len(to)-1] {
+		next, ok := dst[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			dst[k] = next
+		}
+		dst = next
+	}
+	dst[to[len(to)-1]] = val
+	return 1
+}
+
+// pruneEmpty removes the maps along path that were left empty.
+func pruneEmpty(v any, path []string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(path) == 0 {
+		return
+	}
+	pruneEmpty(m[path[0]], path[1:])
+	if c, ok := m[path[0]].(map[string]any); ok && len(c) == 0 {
+		delete(m, path[0])
+	}
+}
+
+func lookup(v any, path []string) map[string]any {
+	m, ok := v.(map[string]any)
+	for _, k := range path {
+		if !ok {
+			return nil
+		}
+		m, ok = m[k].(map[string]any)
+	}
+	if !ok {
+		return nil
+	}
+	return m
+}
+
+func remove(v any, path []string, value any) int {
 	if len(path) == 0 {
 		return 0
 	}
@@ -75,11 +193,13 @@ func remove(v any, path []string) int {
 				continue
 			}
 			if len(path) == 1 {
-				delete(x, k)
-				n++
+				if value == nil || equalJSON(value, child) {
+					delete(x, k)
+					n++
+				}
 				continue
 			}
-			if m := remove(child, path[1:]); m > 0 {
+			if m := remove(child, path[1:], value); m > 0 {
 				n += m
 				// What held only the fields left out goes too: the
 				// other server never sent it.
@@ -93,9 +213,9 @@ func remove(v any, path []string) int {
 			// A list's elements are reached by "*", and a field name
 			// looks into every element, as the list were the element.
 			if path[0] == "*" {
-				n += remove(child, path[1:])
+				n += remove(child, path[1:], value)
 			} else {
-				n += remove(child, path)
+				n += remove(child, path, value)
 			}
 		}
 	}

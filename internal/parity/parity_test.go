@@ -144,3 +144,44 @@ services:
 		t.Fatalf("appProtocol %v", ap)
 	}
 }
+
+// TestIntendedValueRenameAndResources: an entry with a value leaves out
+// only fields holding it; one with renameTo moves the field, so that what
+// it holds is still compared; a resource entry covers the names it
+// matches, sent by the server it names.
+func TestIntendedValueRenameAndResources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "intended.yaml")
+	if err := os.WriteFile(path, []byte(`
+- path: endpoints.lb_endpoints.load_balancing_weight
+  value: 1
+  why: the default written out
+- path: tls.combined.default
+  renameTo: tls.plain
+  why: the same setting in another field
+- resource: "*Cluster"
+  sentBy: istiod
+  types: [clusters]
+  why: istiod's own clusters
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list, err := LoadIntended(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := decode(t, `{"endpoints":[{"lb_endpoints":[{"load_balancing_weight":1},{"load_balancing_weight":3}]}],"tls":{"combined":{"default":{"san":"a"}}}}`)
+	b := decode(t, `{"endpoints":[{"lb_endpoints":[{},{"load_balancing_weight":2}]}],"tls":{"plain":{"san":"b"}}}`)
+	strip(a, list, "endpoints", "grpc")
+	strip(b, list, "endpoints", "grpc")
+	var got []string
+	for _, d := range diff("", a, b, nil) {
+		got = append(got, d.Path)
+	}
+	if want := "endpoints[0].lb_endpoints[1].load_balancing_weight tls.plain.san"; strings.Join(got, " ") != want {
+		t.Errorf("differences %v, want %s", got, want)
+	}
+	if !oneSided(list, "clusters", "envoy", "BlackHoleCluster", "istiod", nil) || oneSided(list, "clusters", "envoy", "BlackHoleCluster", "meshpilot", nil) ||
+		oneSided(list, "clusters", "envoy", "outbound|80||a", "istiod", nil) {
+		t.Error("resource entries match the wrong names or senders")
+	}
+}
