@@ -96,8 +96,14 @@ func grpcTLSContext(t *model.ClientTLS, sans []string) *tls.CommonTlsContext {
 
 // envoyTLSContext is an Envoy sidecar's TLS context, as istiod's cluster
 // builder writes it.
+//
+// TLS 1.2 to 1.3, as istiod pins them: Envoy's own default for an
+// upstream connection stops at TLS 1.2.
 func envoyTLSContext(t *model.ClientTLS, sans []string, svc *model.Service, key model.ClusterKey) *tls.UpstreamTlsContext {
-	common := &tls.CommonTlsContext{}
+	common := &tls.CommonTlsContext{TlsParams: &tls.TlsParameters{
+		TlsMinimumProtocolVersion: tls.TlsParameters_TLSv1_2,
+		TlsMaximumProtocolVersion: tls.TlsParameters_TLSv1_3,
+	}}
 	out := &tls.UpstreamTlsContext{CommonTlsContext: common, Sni: t.SNI}
 	var root string
 	switch t.Mode {
