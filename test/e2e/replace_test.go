@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -91,7 +90,7 @@ func TestReplaceIsNotADeletion(t *testing.T) {
 		// on reads the replaced objects, and what was pushed or is due
 		// reads the model as it is.
 		testenv.Eventually(t, "the replace seen through", func() (bool, string) {
-			n, pending := probe.informerEvents()-from, probe.pending.Load()
+			n, pending := probe.informerEvents()-from, probe.Pending()
 			eps := reg.Endpoints(host, 7070, nil)
 			return n >= writes && pending == 0 && reg.GetService(host) != nil && len(eps) == 2,
 				fmt.Sprintf("%d of %d writes handed over, %d keys queued or in work, %d endpoints", n, writes, pending, len(eps))
@@ -229,12 +228,10 @@ func (t systemTimer) Stop()                 { t.t.Stop() }
 // registryProbe follows the kube registry of TestReplaceIsNotADeletion:
 // it counts the Service and EndpointSlice events its informers handed
 // over (kube.Options.OnInformerEvent), and, as its work queue's metrics
-// provider, the keys queued and not yet done: the queue counts an add
-// when the key is not already waiting, and a done for each key a worker
-// got.
+// provider, the keys queued and not yet done (testenv.QueueProbe).
 type registryProbe struct {
+	testenv.QueueProbe
 	informer atomic.Int64
-	pending  atomic.Int64
 }
 
 func newRegistryProbe() *registryProbe { return &registryProbe{} }
@@ -246,32 +243,3 @@ func (p *registryProbe) informerEvent(kind, _ string) {
 }
 
 func (p *registryProbe) informerEvents() int64 { return p.informer.Load() }
-
-func (p *registryProbe) NewDepthMetric(string) workqueue.GaugeMetric { return noMetric{} }
-func (p *registryProbe) NewAddsMetric(string) workqueue.CounterMetric {
-	return countMetric{func() { p.pending.Add(1) }}
-}
-func (p *registryProbe) NewLatencyMetric(string) workqueue.HistogramMetric { return noMetric{} }
-func (p *registryProbe) NewWorkDurationMetric(string) workqueue.HistogramMetric {
-	return countMetric{func() { p.pending.Add(-1) }}
-}
-func (p *registryProbe) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noMetric{}
-}
-func (p *registryProbe) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noMetric{}
-}
-func (p *registryProbe) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
-
-type noMetric struct{}
-
-func (noMetric) Inc()            {}
-func (noMetric) Dec()            {}
-func (noMetric) Set(float64)     {}
-func (noMetric) Observe(float64) {}
-
-// countMetric calls f on Inc or Observe.
-type countMetric struct{ f func() }
-
-func (m countMetric) Inc()            { m.f() }
-func (m countMetric) Observe(float64) { m.f() }

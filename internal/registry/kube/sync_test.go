@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -48,7 +46,7 @@ type recorder struct {
 	// suffix is the controller's domain suffix.
 	suffix string
 	// queue follows the controller's work queue (Options.QueueMetrics).
-	queue queueProbe
+	queue testenv.QueueProbe
 
 	mu       sync.Mutex // guards the fields below
 	events   []model.Event
@@ -170,42 +168,7 @@ func (r *recorder) point(t *testing.T) {
 func (r *recorder) idle(t *testing.T) {
 	t.Helper()
 	testenv.Eventually(t, "an idle work queue", func() (bool, string) {
-		n := r.queue.pending.Load()
+		n := r.queue.Pending()
 		return n == 0, fmt.Sprintf("%d keys queued or in work", n)
 	})
 }
-
-// queueProbe is a work queue metrics provider that counts the keys queued
-// and not yet done: the queue counts an add when the key is not already
-// waiting (an add while a worker holds the key included, since the key is
-// then worked again), and a done for each key a worker got.
-type queueProbe struct{ pending atomic.Int64 }
-
-func (p *queueProbe) NewDepthMetric(string) workqueue.GaugeMetric { return noMetric{} }
-func (p *queueProbe) NewAddsMetric(string) workqueue.CounterMetric {
-	return countMetric{func() { p.pending.Add(1) }}
-}
-func (p *queueProbe) NewLatencyMetric(string) workqueue.HistogramMetric { return noMetric{} }
-func (p *queueProbe) NewWorkDurationMetric(string) workqueue.HistogramMetric {
-	return countMetric{func() { p.pending.Add(-1) }}
-}
-func (p *queueProbe) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noMetric{}
-}
-func (p *queueProbe) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
-	return noMetric{}
-}
-func (p *queueProbe) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
-
-type noMetric struct{}
-
-func (noMetric) Inc()            {}
-func (noMetric) Dec()            {}
-func (noMetric) Set(float64)     {}
-func (noMetric) Observe(float64) {}
-
-// countMetric calls f on Inc or Observe.
-type countMetric struct{ f func() }
-
-func (m countMetric) Inc()            { m.f() }
-func (m countMetric) Observe(float64) { m.f() }
