@@ -195,7 +195,7 @@ func TestRuleLocalityLB(t *testing.T) {
 			}
 			st.Update(svc, list)
 			mesh := &testMesh{}
-			mesh.p.Store(&model.MeshSettings{TrustDomain: model.DefaultTrustDomain, LocalityLB: failoverTo("r1", "r3")})
+			mesh.Set(&model.MeshSettings{TrustDomain: model.DefaultTrustDomain, LocalityLB: failoverTo("r1", "r3")})
 			policies := &testPolicies{}
 			policies.set(&model.DestinationRule{Namespace: "default", Name: "svc", Host: svc.Hostname, Policy: tc.policy,
 				Subsets: []model.Subset{{Name: "all", Labels: model.Labels{"app": "svc"},

@@ -5,51 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 )
-
-// clusterTestStore holds "spread" with one endpoint in the local cluster
-// (no cluster ID, as the local registry writes it) and one in cluster-b.
-func clusterTestStore() (*model.Store, *model.Service) {
-	st := model.NewStore()
-	svc := service("spread", "default", 80)
-	st.Update(svc, []*model.Endpoint{
-		{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Health: model.Healthy, Namespace: "default",
-			PodName: "spread-7d9f8c-abcde", Labels: map[string]string{"app": "spread", "pod-template-hash": "7d9f8c"}},
-		{Address: "10.1.0.1", Port: 80, ServicePortName: "grpc", Health: model.Healthy, Namespace: "default",
-			PodName: "spread-v2-0", Labels: map[string]string{"app": "spread", "version": "v2"}, ClusterID: "cluster-b"},
-	})
-	return st, svc
-}
-
-func meshWithClusterLocal(hosts ...model.Hostname) *testMesh {
-	m := &testMesh{}
-	settings := *model.DefaultMeshSettings()
-	if len(hosts) > 0 {
-		settings.ServiceSettings = []model.ServiceSettings{{Hosts: hosts, ClusterLocal: true}}
-	}
-	m.p.Store(&settings)
-	return m
-}
-
-// lbEndpoints lists a ClusterLoadAssignment's endpoints as
-// "address[=istio.workload]", in order.
-func lbEndpoints(cla *endpoint.ClusterLoadAssignment) []string {
-	var out []string
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			s := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
-			if w := e.GetMetadata().GetFilterMetadata()["istio"].GetFields()["workload"]; w != nil {
-				s += "=" + w.GetStringValue()
-			}
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // TestClusterLocalEndpoints: a cluster-local host gives a client the
 // endpoints of its own cluster only; a client without CLUSTER_ID is in
@@ -60,7 +18,7 @@ func TestClusterLocalEndpoints(t *testing.T) {
 		localWL  = "10.0.0.1=spread;default;spread;;Kubernetes"
 		remoteWL = "10.1.0.1=spread-v2-0;default;spread;v2;cluster-b"
 	)
-	st, svc := clusterTestStore()
+	st, svc := translatetest.SpreadStore()
 	for _, tc := range []struct {
 		desc         string
 		clusterLocal []model.Hostname
@@ -81,14 +39,14 @@ func TestClusterLocalEndpoints(t *testing.T) {
 			client: "cluster-c", want: ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			m := generateWith(GeneratorOptions{Discovery: st, Mesh: meshWithClusterLocal(tc.clusterLocal...)})
+			m := generateWith(GeneratorOptions{Discovery: st, Mesh: translatetest.MeshWithClusterLocal(tc.clusterLocal...)})
 			for _, grpc := range []bool{true, false} {
 				c := Client{Namespace: "default", GRPC: grpc, ClusterID: tc.client}
 				cla := m.endpoints(t, c, model.ClusterName(80, "", svc.Hostname))
 				if err := Validate(cla); err != nil {
 					t.Fatal(err)
 				}
-				if got := strings.Join(lbEndpoints(cla), ","); got != tc.want {
+				if got := strings.Join(translatetest.LBEndpoints(cla), ","); got != tc.want {
 					t.Errorf("gRPC %v: got  %s\nwant %s", grpc, got, tc.want)
 				}
 			}
@@ -129,7 +87,7 @@ func TestWorkloadMetadata(t *testing.T) {
 // serviceSettings (a change can make any host cluster-local), and only a
 // cluster-local host's varies by the client's cluster.
 func TestClusterLocalDeps(t *testing.T) {
-	st, svc := clusterTestStore()
+	st, svc := translatetest.SpreadStore()
 	for _, tc := range []struct {
 		desc         string
 		clusterLocal []model.Hostname
@@ -138,7 +96,7 @@ func TestClusterLocalDeps(t *testing.T) {
 		{"global", nil, false},
 		{"cluster-local", []model.Hostname{svc.Hostname}, true},
 	} {
-		g := &endpointGenerator{GeneratorOptions{Discovery: st, Mesh: meshWithClusterLocal(tc.clusterLocal...)}}
+		g := &endpointGenerator{GeneratorOptions{Discovery: st, Mesh: translatetest.MeshWithClusterLocal(tc.clusterLocal...)}}
 		r := g.Generate(&Client{Namespace: "default", GRPC: true}, model.ClusterName(80, "", svc.Hostname))
 		if !slices.Contains(r.Deps, model.MeshServiceSettingsKey) {
 			t.Errorf("%s: deps %v lack %v", tc.desc, r.Deps, model.MeshServiceSettingsKey)

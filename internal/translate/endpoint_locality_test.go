@@ -70,7 +70,7 @@ func TestMeshLocalityLB(t *testing.T) {
 			}
 			st.Update(svc, list)
 			mesh := &testMesh{}
-			mesh.p.Store(&model.MeshSettings{TrustDomain: model.DefaultTrustDomain, LocalityLB: tc.lb})
+			mesh.Set(&model.MeshSettings{TrustDomain: model.DefaultTrustDomain, LocalityLB: tc.lb})
 			policies := &testPolicies{}
 			if tc.policy != nil {
 				policies.set(&model.DestinationRule{Namespace: "default", Name: "svc", Host: svc.Hostname, Policy: tc.policy})

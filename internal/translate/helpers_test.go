@@ -5,34 +5,18 @@ import (
 	"sync/atomic"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 )
 
-// service makes a service in namespace ns with one gRPC port.
-func service(name, ns string, port int32) *model.Service {
-	return &model.Service{
-		Hostname:  model.ServiceHostname(name, ns, ""),
-		Name:      name,
-		Namespace: ns,
-		Ports:     []model.Port{{Name: "grpc", Port: port, Protocol: model.GRPC}},
-	}
-}
-
-func endpoints(port uint32, health model.Health, addrs ...string) []*model.Endpoint {
-	var out []*model.Endpoint
-	for _, a := range addrs {
-		out = append(out, &model.Endpoint{Address: a, Port: port, ServicePortName: "grpc", Health: health})
-	}
-	return out
-}
+var (
+	service   = translatetest.Service
+	endpoints = translatetest.Endpoints
+)
 
 func itoa(i int) string { return fmt.Sprint(i) }
 
 // testMesh is mesh settings a test changes.
-type testMesh struct {
-	p atomic.Pointer[model.MeshSettings]
-}
-
-func (m *testMesh) Mesh() *model.MeshSettings { return m.p.Load() }
+type testMesh = translatetest.Mesh
 
 // testPolicies is a PolicyIndex a test replaces.
 type testPolicies struct {

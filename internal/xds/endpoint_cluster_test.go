@@ -1,57 +1,14 @@
 package xds
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
-	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
-
-// clusterTestStore holds "spread" with one endpoint in the local cluster
-// (no cluster ID, as the local registry writes it) and one in cluster-b.
-func clusterTestStore() (*model.Store, *model.Service) {
-	st := model.NewStore()
-	svc := service("spread", "default", 80)
-	st.Update(svc, []*model.Endpoint{
-		{Address: "10.0.0.1", Port: 80, ServicePortName: "grpc", Health: model.Healthy, Namespace: "default",
-			PodName: "spread-7d9f8c-abcde", Labels: map[string]string{"app": "spread", "pod-template-hash": "7d9f8c"}},
-		{Address: "10.1.0.1", Port: 80, ServicePortName: "grpc", Health: model.Healthy, Namespace: "default",
-			PodName: "spread-v2-0", Labels: map[string]string{"app": "spread", "version": "v2"}, ClusterID: "cluster-b"},
-	})
-	return st, svc
-}
-
-func meshWithClusterLocal(hosts ...model.Hostname) *testMesh {
-	m := &testMesh{}
-	settings := *model.DefaultMeshSettings()
-	if len(hosts) > 0 {
-		settings.ServiceSettings = []model.ServiceSettings{{Hosts: hosts, ClusterLocal: true}}
-	}
-	m.p.Store(&settings)
-	return m
-}
-
-// lbEndpoints lists a ClusterLoadAssignment's endpoints as
-// "address[=istio.workload]", in order.
-func lbEndpoints(cla *endpoint.ClusterLoadAssignment) []string {
-	var out []string
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			s := e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()
-			if w := e.GetMetadata().GetFilterMetadata()["istio"].GetFields()["workload"]; w != nil {
-				s += "=" + w.GetStringValue()
-			}
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // TestSingleClusterSharesEndpoints: with every endpoint in the local
 // cluster, clients that name the local cluster, name none, or name
@@ -71,7 +28,7 @@ func TestSingleClusterSharesEndpoints(t *testing.T) {
 		}
 		c := m.s.client(xdstest.GRPCNode(o))
 		cla := m.endpoints(t, c, model.ClusterName(80, "", svc.Hostname))
-		if got := strings.Join(lbEndpoints(cla), ","); got != "10.0.0.1,10.0.0.2" {
+		if got := strings.Join(translatetest.LBEndpoints(cla), ","); got != "10.0.0.1,10.0.0.2" {
 			t.Fatalf("client of %q: got %s", id, got)
 		}
 		if id != "cluster-b" {
@@ -88,8 +45,8 @@ func TestSingleClusterSharesEndpoints(t *testing.T) {
 // cluster-local, the push of model.MeshServiceSettingsKey leaves it its
 // own cluster's endpoint alone.
 func TestClusterLocalPushed(t *testing.T) {
-	st, svc := clusterTestStore()
-	mesh := meshWithClusterLocal()
+	st, svc := translatetest.SpreadStore()
+	mesh := translatetest.MeshWithClusterLocal()
 	ts := startServer(t, st, withMesh(mesh))
 	node := xdstest.GRPCNode(xdstest.NodeOptions{ID: "b", Namespace: "default", Metadata: map[string]string{"CLUSTER_ID": "cluster-b"}})
 	name := model.ClusterName(80, "", svc.Hostname)
@@ -100,7 +57,7 @@ func TestClusterLocalPushed(t *testing.T) {
 	if got := claAddrs(t, r)[name]; strings.Join(got, ",") != "10.0.0.1,10.1.0.1" {
 		t.Fatalf("global host: got %v, want both clusters' endpoints", got)
 	}
-	mesh.p.Store(meshWithClusterLocal(svc.Hostname).Mesh())
+	mesh.Set(translatetest.MeshWithClusterLocal(svc.Hostname).Mesh())
 	ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: model.MeshServiceSettingsKey}))
 	if got := claAddrs(t, eds.Next())[name]; strings.Join(got, ",") != "10.1.0.1" {
 		t.Fatalf("cluster-local host: got %v, want cluster-b's endpoint alone", got)

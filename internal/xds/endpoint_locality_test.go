@@ -22,7 +22,7 @@ func TestMeshPartsWakeOnlyTheirReaders(t *testing.T) {
 	})
 	mesh := &testMesh{}
 	settings := model.DefaultMeshSettings()
-	mesh.p.Store(settings)
+	mesh.Set(settings)
 	ts := startServer(t, st, withMesh(mesh))
 	routes, eds := reviewsReaders(t, ts, model.MeshRetryKey, model.MeshLocalityLBKey)
 	change := func(key model.ConfigKey, edit func(m *model.MeshSettings), watches int) {
@@ -30,7 +30,7 @@ func TestMeshPartsWakeOnlyTheirReaders(t *testing.T) {
 		next := *settings
 		edit(&next)
 		settings = &next
-		mesh.p.Store(settings)
+		mesh.Set(settings)
 		before := len(ts.logs.String())
 		ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: key}))
 		checkPushWoke(t, ts, before, "a change of "+key.String(), watches)

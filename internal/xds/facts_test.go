@@ -10,6 +10,7 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
@@ -65,7 +66,7 @@ func TestMadeUpFactsShareVariants(t *testing.T) {
 		cl, _ := m.get(t, resource.ClusterType, c, echoCluster).(*cluster.Cluster)
 		l, _ := m.get(t, resource.EndpointType, c, localCLA).(*endpoint.ClusterLoadAssignment)
 		a, _ := m.get(t, resource.EndpointType, c, apiCLA).(*endpoint.ClusterLoadAssignment)
-		return cl.GetLbPolicy().String() + " local=" + strings.Join(lbEndpoints(l), ",") + " api=" + strings.Join(lbEndpoints(a), ",")
+		return cl.GetLbPolicy().String() + " local=" + strings.Join(translatetest.LBEndpoints(l), ",") + " api=" + strings.Join(translatetest.LBEndpoints(a), ",")
 	}
 
 	for _, tc := range []struct{ ns, node, cluster, want string }{

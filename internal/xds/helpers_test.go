@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/push"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
@@ -158,23 +159,10 @@ func resourceName(m any) string {
 	return fmt.Sprintf("%T", m)
 }
 
-// service makes a service in namespace ns with one gRPC port.
-func service(name, ns string, port int32) *model.Service {
-	return &model.Service{
-		Hostname:  model.ServiceHostname(name, ns, ""),
-		Name:      name,
-		Namespace: ns,
-		Ports:     []model.Port{{Name: "grpc", Port: port, Protocol: model.GRPC}},
-	}
-}
-
-func endpoints(port uint32, health model.Health, addrs ...string) []*model.Endpoint {
-	var out []*model.Endpoint
-	for _, a := range addrs {
-		out = append(out, &model.Endpoint{Address: a, Port: port, ServicePortName: "grpc", Health: health})
-	}
-	return out
-}
+var (
+	service   = translatetest.Service
+	endpoints = translatetest.Endpoints
+)
 
 type pushRequest = push.Request
 

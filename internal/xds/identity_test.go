@@ -130,12 +130,12 @@ func TestNodeEntitled(t *testing.T) {
 		})
 	}
 	m := &testMesh{}
-	m.p.Store(&model.MeshSettings{TrustDomain: "corp.example"})
+	m.Set(&model.MeshSettings{TrustDomain: "corp.example"})
 	s := NewServer(Options{Discovery: model.NewStore(), Mesh: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if _, err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err == nil {
 		t.Fatal("an identity of cluster.local entitled in trust domain corp.example")
 	}
-	m.p.Store(&model.MeshSettings{TrustDomain: "corp.example", TrustDomainAliases: []string{"cluster.local"}})
+	m.Set(&model.MeshSettings{TrustDomain: "corp.example", TrustDomainAliases: []string{"cluster.local"}})
 	if _, err := s.nodeEntitled(shop, node("client-1", map[string]string{"NAMESPACE": "shop"})); err != nil {
 		t.Fatalf("an identity of an alias of the trust domain refused: %v", err)
 	}

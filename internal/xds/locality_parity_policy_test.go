@@ -25,7 +25,7 @@ func TestGRPCRuleLocalityLB(t *testing.T) {
 	mesh := &testMesh{}
 	off := model.DefaultMeshSettings()
 	off.LocalityLB = &model.LocalityLB{Disabled: true}
-	mesh.p.Store(off)
+	mesh.Set(off)
 	rule := func(lb *model.LocalityLB) *model.DestinationRule {
 		return &model.DestinationRule{Namespace: "default", Name: "echo", Host: svc.Hostname, Policy: &model.TrafficPolicy{
 			LocalityLB: lb, OutlierDetection: &model.OutlierDetection{FailurePercentage: new(uint32), Interval: time.Second}}}
@@ -40,7 +40,7 @@ func TestGRPCRuleLocalityLB(t *testing.T) {
 		t.Fatalf("RPCs by backend %v, want all 50 in r1", got)
 	}
 
-	mesh.p.Store(model.DefaultMeshSettings())
+	mesh.Set(model.DefaultMeshSettings())
 	ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: model.MeshLocalityLBKey}))
 	policies.set(rule(&model.LocalityLB{Disabled: true}))
 	ts.Push(pushOf(ruleChanged(svc.Hostname)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,17 +14,14 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/model"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
 )
 
 // testMesh is mesh settings a test changes; a change is pushed by the
 // test.
-type testMesh struct {
-	p atomic.Pointer[model.MeshSettings]
-}
-
-func (m *testMesh) Mesh() *model.MeshSettings { return m.p.Load() }
+type testMesh = translatetest.Mesh
 
 func withMesh(m *testMesh) serverOpt { return func(o *Options) { o.Mesh = m } }
 
@@ -46,7 +42,7 @@ func TestMeshChangeWakesOnlyRoutes(t *testing.T) {
 		t.Fatalf("retry policy %v, want istiod's default", p)
 	}
 
-	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
+	mesh.Set(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
 	before := len(ts.logs.String())
 	ts.Push(pushOf(meshChanged))
 	r := routes.Next()
@@ -105,14 +101,14 @@ func TestGRPCMeshRetryOff(t *testing.T) {
 	st := model.NewStore()
 	st.Update(service("flaky", "default", 9080), backendEndpoints(nil, b.Backend))
 	mesh := &testMesh{}
-	mesh.p.Store(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
+	mesh.Set(&model.MeshSettings{DefaultHTTPRetry: &model.HTTPRetry{Attempts: 0}})
 	ts := startServer(t, st, withMesh(mesh))
 	cc := xdsChannel(t, ts.addr, "default", "xds:///flaky:9080")
 	_, err := grpctest.Call(context.Background(), cc)
 	if failed, served := b.Counts(); status.Code(err) != codes.Unavailable || failed != 1 || served != 0 {
 		t.Fatalf("without retries: %v, backend failed %d and served %d; want the backend's UNAVAILABLE, not retried", err, failed, served)
 	}
-	mesh.p.Store(&model.MeshSettings{})
+	mesh.Set(&model.MeshSettings{})
 	ts.Push(pushOf(meshChanged))
 	deadline := time.Now().Add(grpctest.Wait)
 	for {
@@ -151,7 +147,7 @@ func TestTrustDomainChangeWakesOnlyTLSClusters(t *testing.T) {
 		{Address: "10.0.0.1", Port: 9080, ServicePortName: "grpc", Health: model.Healthy, ServiceAccount: "reviews"},
 	})
 	mesh := &testMesh{}
-	mesh.p.Store(model.DefaultMeshSettings())
+	mesh.Set(model.DefaultMeshSettings())
 	policies := &testPolicies{}
 	host := model.ServiceHostname("reviews", "default", "")
 	policies.set(&model.DestinationRule{Namespace: "default", Name: "reviews", Host: host,
@@ -172,7 +168,7 @@ func TestTrustDomainChangeWakesOnlyTLSClusters(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling
 	}
 
-	mesh.p.Store(&model.MeshSettings{TrustDomain: "example.org", TrustDomainAliases: []string{"cluster.local"}})
+	mesh.Set(&model.MeshSettings{TrustDomain: "example.org", TrustDomainAliases: []string{"cluster.local"}})
 	before := len(ts.logs.String())
 	ts.Push(pushOf(model.Event{Kind: model.ConfigChanged, Config: model.MeshTrustDomainKey}))
 	cds.WaitUntil("the new trust domain, then the alias", func() bool {

@@ -31,7 +31,7 @@ func TestEndpointChangeKeepingServiceAccountsWakesNoCluster(t *testing.T) {
 	policies.set(&model.DestinationRule{Namespace: "default", Name: "reviews", Host: host,
 		Policy: &model.TrafficPolicy{TLS: &model.ClientTLS{Mode: model.TLSIstioMutual}}})
 	mesh := &testMesh{}
-	mesh.p.Store(model.DefaultMeshSettings())
+	mesh.Set(model.DefaultMeshSettings())
 	ts := startServer(t, st, withMesh(mesh), withPolicies(policies))
 
 	eds := openADS(t, dial(t, ts.addr), grpcNode("eds", "default"))
