@@ -69,3 +69,31 @@ func TestPoliciesKeepSelectorRulesApart(t *testing.T) {
 		t.Fatalf("after a went: selector rules %v (any %v), events %v", sel, anyNS, events)
 	}
 }
+
+// TestSelectorWildcardRuleHeard: a rule with a workloadSelector for a
+// wildcard host that had none is reported under "*" as well as its own
+// key, as a plain wildcard rule is: what read a host's rules before named
+// only the wildcards with rules, and hears of the new one under "*"; once
+// it exists, a host it matches names its key.
+func TestSelectorWildcardRuleHeard(t *testing.T) {
+	store := newMemStore()
+	p := NewPolicies(store, PolicyOptions{Status: configstatus.NewReporter()})
+	var events []string
+	p.AppendEventHandler(func(ev model.Event) { events = append(events, ev.Config.Name) })
+	const reviews = model.Hostname("reviews.ns.svc.cluster.local")
+	held := p.AppendDestinationRuleKeys(nil, reviews)
+	store.applyDR(t, "w", "  host: '*.ns.svc.cluster.local'\n  workloadSelector: {matchLabels: {app: tester}}")
+	if !slices.Contains(events, "*") || !slices.Contains(events, "*.ns.svc.cluster.local") {
+		t.Fatalf("pushed %v, want the wildcard's key and *", events)
+	}
+	if !slices.ContainsFunc(held, func(k model.ConfigKey) bool { return slices.Contains(events, k.Name) }) {
+		t.Fatalf("pushed %v, none of the keys reviews' readers held: %v", events, held)
+	}
+	var now []string
+	for _, k := range p.AppendDestinationRuleKeys(nil, reviews) {
+		now = append(now, k.Name)
+	}
+	if !slices.Contains(now, "*.ns.svc.cluster.local") {
+		t.Fatalf("reviews' keys %v do not name the selector rule's wildcard", now)
+	}
+}
