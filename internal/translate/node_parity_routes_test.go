@@ -148,3 +148,22 @@ func TestSourceMatches(t *testing.T) {
 		}
 	})
 }
+
+// TestLabelSetsNeverShareAKey: the cache key of a client's labels keeps
+// every key and value apart, whatever bytes they hold, so that two
+// clients with different labels never share a variant of a route that
+// checks them.
+func TestLabelSetsNeverShareAKey(t *testing.T) {
+	for _, pair := range [][2]map[string]string{
+		{{"a": "x\x01b"}, {"a": "x", "b": ""}},
+		{{"ab": "c"}, {"a": "bc"}},
+		{{"a": ""}, {"a": "", "": ""}},
+	} {
+		var x, y Client
+		x.SetLabels(pair[0])
+		y.SetLabels(pair[1])
+		if x.labelsKey == y.labelsKey && !maps.Equal(x.Labels(), y.Labels()) {
+			t.Errorf("%q and %q share the key %q", pair[0], pair[1], x.labelsKey)
+		}
+	}
+}
