@@ -69,6 +69,8 @@ func (k KeyKind) String() string {
 		return "VirtualService"
 	case KindServiceAccounts:
 		return "ServiceAccounts"
+	case KindSecurity:
+		return "Security"
 	}
 	return "Unknown"
 }

@@ -155,6 +155,11 @@ type GeneratorOptions struct {
 	// follows; nil: none does. What reads it depends on the host's
 	// model.VirtualServiceKey.
 	Routes model.RouteIndex
+	// Security answers which PeerAuthentications and
+	// AuthorizationPolicies may apply to a gRPC server's workload; nil:
+	// none does. What reads it depends on the workload's security keys
+	// (model.AppendWorkloadSecurityKeys).
+	Security model.SecurityIndex
 
 	// clusterLocal, when set, keeps the cluster-local table of the
 	// latest mesh settings (Generators sets it).
