@@ -106,6 +106,14 @@ type Config struct {
 	// (rules.go), installing Istio's CRDs first; churn then also changes
 	// the weights of routes.
 	TrafficRules bool `json:"traffic_rules,omitempty"`
+	// SecurityPolicies gives every service an AuthorizationPolicy
+	// selecting its Pods and the first Servers services a simulated gRPC
+	// server each (security.go), installing Istio's CRDs first; churn
+	// then also changes the policies of the served services.
+	SecurityPolicies bool `json:"security_policies,omitempty"`
+	// Servers is how many services get a server with SecurityPolicies;
+	// DefaultServers when 0.
+	Servers int `json:"servers,omitempty"`
 	// Clusters above 1 give every further cluster an API server of its
 	// own with the same services and as many endpoints, reached through
 	// remote Secrets (clusters.go).
@@ -184,6 +192,12 @@ func (c *Config) validate() error {
 	}
 	if c.NoPods && c.TrafficRules {
 		errs = append(errs, errors.New("traffic rules' subsets select Pods' labels: they need Pods"))
+	}
+	if c.NoPods && c.SecurityPolicies {
+		errs = append(errs, errors.New("security policies select Pods' labels: they need Pods"))
+	}
+	if c.Servers < 0 {
+		errs = append(errs, fmt.Errorf("servers must not be negative, not %d", c.Servers))
 	}
 	if c.Soak < 0 || (c.Soak > 0 && (c.Rate <= 0 || c.SoakSample <= 0 || c.SoakSample > c.Soak)) {
 		errs = append(errs, errors.New("a soak needs a positive rate and a sample interval no longer than itself"))
@@ -283,8 +297,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("writing the workload (%d of %d writes made): %w", w.writes.Load(), w.setupWrites(), err)
 	}
-	if cfg.TrafficRules {
-		logf("installing Istio's CRDs; a DestinationRule and a VirtualService per service")
+	if cfg.TrafficRules || cfg.SecurityPolicies {
+		logf("installing Istio's CRDs")
 		crds, err := testenv.IstioCRDs()
 		if err != nil {
 			return nil, err
@@ -296,8 +310,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := w.writeRules(ctx, ic); err != nil {
-			return nil, fmt.Errorf("writing the traffic rules: %w", err)
+		if cfg.TrafficRules {
+			logf("a DestinationRule and a VirtualService per service")
+			if err := w.writeRules(ctx, ic); err != nil {
+				return nil, fmt.Errorf("writing the traffic rules: %w", err)
+			}
+		}
+		if cfg.SecurityPolicies {
+			logf("an AuthorizationPolicy per service")
+			if err := w.writeAuthzPolicies(ctx, ic); err != nil {
+				return nil, fmt.Errorf("writing the security policies: %w", err)
+			}
 		}
 	}
 	var remotes remoteClusters
@@ -424,6 +447,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			logf("route churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms; %d misses",
 				rch.Pairs, rch.FromWriteStart.P50MS, rch.FromWriteStart.P99MS, rch.P50MS, rch.P99MS, rch.Misses)
 		}
+		if cfg.SecurityPolicies {
+			if err := runServersPhase(ctx, sv, w, res, logf); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := proc.alive(); err != nil {
 		return nil, err
@@ -468,6 +496,7 @@ type serveRun struct {
 // stops.
 type serving struct {
 	proc       *process
+	xdsAddr    string
 	httpAddr   string
 	prof       *profiler
 	tracker    *tracker
@@ -506,7 +535,7 @@ func serveAndConverge(ctx context.Context, r serveRun) (_ *serving, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &serving{proc: proc, httpAddr: httpAddr, logPath: r.logPath, keepLog: r.keepLog, logf: logf}
+	s := &serving{proc: proc, httpAddr: httpAddr, xdsAddr: xdsAddr, logPath: r.logPath, keepLog: r.keepLog, logf: logf}
 	defer func() {
 		if err != nil {
 			err = s.stop(err)

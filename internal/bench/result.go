@@ -37,6 +37,14 @@ type Result struct {
 	// change to each subscribed client holding the route with the new
 	// weights.
 	RouteChurn *ChurnResult `json:"route_churn,omitempty"`
+	// ServerConvergence (Config.SecurityPolicies): from opening the
+	// simulated gRPC servers' streams to each holding its inbound
+	// listener with its AuthorizationPolicy.
+	ServerConvergence *ConvergenceResult `json:"server_convergence,omitempty"`
+	// PolicyChurn (Config.SecurityPolicies): from an AuthorizationPolicy
+	// change to the selected server holding the listener that enforces
+	// it.
+	PolicyChurn *ChurnResult `json:"policy_churn,omitempty"`
 	// Replicas (Config.Replicas.Count above 1) is the replica run's
 	// figures; it has no churn and no phases.
 	Replicas *ReplicasResult `json:"replicas,omitempty"`
@@ -325,6 +333,14 @@ func (r *Result) WriteSummary(out io.Writer) {
 	if ch := r.RouteChurn; ch != nil {
 		fs := ch.FromWriteStart
 		fmt.Fprintf(tw, "route weights (%d pairs), from the write's start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS, ch.Misses)
+		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
+	}
+	if sc := r.ServerConvergence; sc != nil {
+		fmt.Fprintf(tw, "servers' listeners (%d servers)\t%.1f\t-\t%.1f\t%.1f\t%.1f\t-\t\n", sc.Clients, sc.P50MS, sc.P99MS, sc.MaxMS, sc.AllMS)
+	}
+	if ch := r.PolicyChurn; ch != nil {
+		fs := ch.FromWriteStart
+		fmt.Fprintf(tw, "policies (%d pairs), from the write's start\t%.1f\t%.1f\t%.1f\t%.1f\t-\t%d\t\n", ch.Pairs, fs.P50MS, fs.P90MS, fs.P99MS, fs.MaxMS, ch.Misses)
 		fmt.Fprintf(tw, "  from the write returning\t%.1f\t%.1f\t%.1f\t%.1f\t-\t-\t\n", ch.P50MS, ch.P90MS, ch.P99MS, ch.MaxMS)
 	}
 	tw.Flush()

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 )
 
@@ -49,6 +50,10 @@ type service struct {
 	// v1Weight the weight of its route to subset v1.
 	vs       *networkingv1.VirtualService
 	v1Weight uint32
+	// authz is its AuthorizationPolicy as last written
+	// (Config.SecurityPolicies), after authzChanges changes.
+	authz        *securityv1.AuthorizationPolicy
+	authzChanges int
 }
 
 func (s *service) listenerName() string { return fmt.Sprintf("%s:%d", s.hostname, ServicePort) }
@@ -67,7 +72,8 @@ type workload struct {
 	nextAddr         atomic.Uint32
 	nextPod          atomic.Int64
 	writes           atomic.Int64
-	// istio writes the traffic rules (Config.TrafficRules).
+	// istio writes the traffic rules and security policies
+	// (Config.TrafficRules, Config.SecurityPolicies).
 	istio istioclient.Interface
 
 	// retryWait is the first wait before a write is retried (retried);
