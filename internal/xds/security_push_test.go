@@ -25,6 +25,24 @@ func securityChanged(keys ...model.ConfigKey) pushRequest {
 	return pushOf(evs...)
 }
 
+// pushLog returns what the server logged from offset before, once it
+// holds the push's line: the server logs a push when it is done, which
+// may come after a client already has what it sent.
+func pushLog(t *testing.T, ts *testServer, before int) string {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		log := ts.logs.String()[before:]
+		if strings.Contains(log, `msg="xds: push"`) {
+			return log
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no push logged:\n%s", log)
+		}
+		time.Sleep(5 * time.Millisecond) // polling
+	}
+}
+
 // TestSecurityPolicyPush: a policy selecting app=a wakes only a's inbound
 // listener watch, not b's of the same namespace and service, and a's
 // listener gets the policy's RBAC filter while b's stays as it was; a
@@ -83,13 +101,15 @@ func TestSecurityPolicyPush(t *testing.T) {
 	a.WaitUntil("a's listener has the DENY filter", func() bool {
 		return filters(a) == "envoy.filters.http.rbac.DENY,envoy.filters.http.router"
 	})
-	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=1 ") {
+	if log := pushLog(t, ts, before); !strings.Contains(log, "watches=1 ") {
 		t.Errorf("the policy for app=a woke another watch than a's:\n%s", log)
 	}
 	if got := filters(b); got != "envoy.filters.http.router" {
 		t.Errorf("b's listener: filters %s", got)
 	}
 
+	// a's watch is filed again once a has ACKed what the push sent.
+	awaitWatches(model.SecurityNamespaceKey("apps"), 2)
 	nsWide := &model.AuthorizationPolicy{Namespace: "apps", Name: "all", Rules: []model.AuthzRule{{}}}
 	sec.Set("", nil, []*model.AuthorizationPolicy{onlyA, nsWide})
 	before = len(ts.logs.String())
@@ -100,7 +120,7 @@ func TestSecurityPolicyPush(t *testing.T) {
 	a.WaitUntil("a's listener has both filters", func() bool {
 		return filters(a) == "envoy.filters.http.rbac.DENY,envoy.filters.http.rbac,envoy.filters.http.router"
 	})
-	if log := ts.logs.String()[before:]; !strings.Contains(log, "watches=2 ") {
+	if log := pushLog(t, ts, before); !strings.Contains(log, "watches=2 ") {
 		t.Errorf("the namespace's policy did not wake both watches:\n%s", log)
 	}
 	if n := ts.NACKs(); n != 0 {
