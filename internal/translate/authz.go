@@ -168,6 +168,15 @@ type ruleBuilder struct {
 	// cannot evaluate is left out; otherwise it voids the rule.
 	deny         bool
 	trustDomains []string
+	// report, when set, is told each field grpc-go cannot evaluate, by
+	// its path in the rule ("from[0].source.requestPrincipals").
+	report func(field string, err error)
+}
+
+func (b ruleBuilder) unsupported(field string, err error) {
+	if b.report != nil {
+		b.report(field, err)
+	}
 }
 
 // errUnsupported marks what grpc-go cannot evaluate.
@@ -180,9 +189,10 @@ func (e errUnsupported) Error() string { return e.what + " cannot be evaluated b
 func (b ruleBuilder) policy(r model.AuthzRule) (*rbac.Policy, bool) {
 	var basePerms []*rbac.Permission
 	var basePrins []*rbac.Principal
-	for _, w := range r.When {
+	for k, w := range r.When {
 		perms, prins, err := b.when(w)
 		if err != nil {
+			b.unsupported("when["+strconv.Itoa(k)+"]", err)
 			if !b.deny {
 				return nil, false
 			}
@@ -196,8 +206,8 @@ func (b ruleBuilder) policy(r model.AuthzRule) (*rbac.Policy, bool) {
 	if len(tos) == 0 {
 		tos = []model.AuthzOperation{{}}
 	}
-	for _, to := range tos {
-		and, ok := b.operation(to)
+	for j, to := range tos {
+		and, ok := b.operation(to, "to["+strconv.Itoa(j)+"].operation.")
 		if !ok {
 			return nil, false
 		}
@@ -211,8 +221,8 @@ func (b ruleBuilder) policy(r model.AuthzRule) (*rbac.Policy, bool) {
 	if len(froms) == 0 {
 		froms = []model.AuthzSource{{}}
 	}
-	for _, from := range froms {
-		and, ok := b.source(from)
+	for j, from := range froms {
+		and, ok := b.source(from, "from["+strconv.Itoa(j)+"].source.")
 		if !ok {
 			return nil, false
 		}
@@ -254,19 +264,21 @@ func condition[M any](values, notValues []string, one func(string) (M, error), o
 // operation builds the AND of an operation's fields, in the order
 // istiod writes them (hosts, methods, paths, ports); ok is false when it
 // voids the rule.
-func (b ruleBuilder) operation(o model.AuthzOperation) ([]*rbac.Permission, bool) {
+func (b ruleBuilder) operation(o model.AuthzOperation, path string) ([]*rbac.Permission, bool) {
 	var and []*rbac.Permission
 	for _, f := range []struct {
+		field       string
 		values, not []string
 		one         func(string) (*rbac.Permission, error)
 	}{
-		{o.Hosts, o.NotHosts, hostPermission},
-		{o.Methods, o.NotMethods, methodPermission},
-		{o.Paths, o.NotPaths, pathPermission},
-		{o.Ports, o.NotPorts, portPermission},
+		{"hosts", o.Hosts, o.NotHosts, hostPermission},
+		{"methods", o.Methods, o.NotMethods, methodPermission},
+		{"paths", o.Paths, o.NotPaths, pathPermission},
+		{"ports", o.Ports, o.NotPorts, portPermission},
 	} {
 		ms, err := condition(f.values, f.not, f.one, permissionOr, permissionNot)
 		if err != nil {
+			b.unsupported(path+f.field, err)
 			if !b.deny {
 				return nil, false
 			}
@@ -279,20 +291,22 @@ func (b ruleBuilder) operation(o model.AuthzOperation) ([]*rbac.Permission, bool
 
 // source builds the AND of a source's fields, in the order istiod writes
 // them; ok is false when it voids the rule.
-func (b ruleBuilder) source(s model.AuthzSource) ([]*rbac.Principal, bool) {
+func (b ruleBuilder) source(s model.AuthzSource, path string) ([]*rbac.Principal, bool) {
 	var and []*rbac.Principal
 	for _, f := range []struct {
+		field       string
 		values, not []string
 		one         func(string) (*rbac.Principal, error)
 	}{
-		{b.expandPrincipals(s.Principals), b.expandPrincipals(s.NotPrincipals), principalPrincipal},
-		{s.RequestPrincipals, s.NotRequestPrincipals, unsupportedPrincipal("requestPrincipals")},
-		{s.Namespaces, s.NotNamespaces, namespacePrincipal},
-		{s.RemoteIPBlocks, s.NotRemoteIPBlocks, remoteIPPrincipal},
-		{s.IPBlocks, s.NotIPBlocks, directRemoteIPPrincipal},
+		{"principals", b.expandPrincipals(s.Principals), b.expandPrincipals(s.NotPrincipals), principalPrincipal},
+		{"requestPrincipals", s.RequestPrincipals, s.NotRequestPrincipals, unsupportedPrincipal("requestPrincipals")},
+		{"namespaces", s.Namespaces, s.NotNamespaces, namespacePrincipal},
+		{"remoteIpBlocks", s.RemoteIPBlocks, s.NotRemoteIPBlocks, remoteIPPrincipal},
+		{"ipBlocks", s.IPBlocks, s.NotIPBlocks, directRemoteIPPrincipal},
 	} {
 		ms, err := condition(f.values, f.not, f.one, principalOr, principalNot)
 		if err != nil {
+			b.unsupported(path+f.field, err)
 			if !b.deny {
 				return nil, false
 			}

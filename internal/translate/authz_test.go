@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -395,4 +396,45 @@ func TestValidateRBAC(t *testing.T) {
 func mustHeader(t *testing.T, name string) *route.HeaderMatcher {
 	t.Helper()
 	return &route.HeaderMatcher{Name: name, HeaderMatchSpecifier: &route.HeaderMatcher_PresentMatch{PresentMatch: true}}
+}
+
+// TestAuthorizationGRPCIgnored: what /debug/configz says of a policy a
+// gRPC server does not enforce as written, by the field's path.
+func TestAuthorizationGRPCIgnored(t *testing.T) {
+	rules := []model.AuthzRule{
+		{From: []model.AuthzSource{{Namespaces: []string{"a"}}, {RequestPrincipals: []string{"*"}}}},
+		{To: []model.AuthzOperation{{Paths: []string{"/a.B/{*}"}}}, When: []model.AuthzCondition{{Key: "connection.sni", Values: []string{"x"}}, {Key: "source.ip", Values: []string{"10.0.0.1"}}}},
+		{},
+	}
+	paths := func(fs []configstatus.Field) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Path)
+		}
+		return out
+	}
+	wantRules := []string{"spec.rules[0].from[1].source.requestPrincipals", "spec.rules[1].when[0]", "spec.rules[1].to[0].operation.paths"}
+	for _, tc := range []struct {
+		action model.AuthzAction
+		want   []string
+		why    string // in the rules' fields
+	}{
+		{model.AuthzAllow, wantRules, "allows nothing"},
+		{model.AuthzDeny, wantRules, "denies more"},
+		{model.AuthzCustom, append([]string{"spec.action"}, wantRules...), "denies more"},
+		{model.AuthzAudit, []string{"spec.action"}, ""},
+	} {
+		got := AuthorizationGRPCIgnored(&model.AuthorizationPolicy{Namespace: "apps", Name: "p", Action: tc.action, Rules: rules})
+		if !slices.Equal(paths(got), tc.want) {
+			t.Errorf("%v: %v, want %v", tc.action, paths(got), tc.want)
+		}
+		for _, f := range got {
+			if f.Path != "spec.action" && !strings.Contains(f.Why, tc.why) {
+				t.Errorf("%v: %s: %q, want it to say %q", tc.action, f.Path, f.Why, tc.why)
+			}
+		}
+	}
+	if got := AuthorizationGRPCIgnored(&model.AuthorizationPolicy{Rules: []model.AuthzRule{{From: []model.AuthzSource{{Principals: []string{"x"}}}}}}); len(got) != 0 {
+		t.Errorf("a policy gRPC servers enforce as written: %v", got)
+	}
 }
