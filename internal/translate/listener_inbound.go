@@ -65,7 +65,9 @@ import (
 // listening on that port, so the answer varies by the client's namespace
 // and addresses. It depends on the endpoints of every service of the
 // namespace, and on the namespace's set of services: any of them may come
-// to hold the server's address on the port, or stop holding it.
+// to hold the server's address on the port, or stop holding it; once
+// served, on the security policies that could select the workload
+// (inboundSecurity).
 func (g *listenerGenerator) inbound(c *Client, name string) Result {
 	host, port, ok := model.ParseInboundListenerName(name)
 	if !ok || c.Namespace == "" || len(c.IPs) == 0 {
