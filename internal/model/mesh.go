@@ -94,10 +94,14 @@ var (
 	// MeshRetryKey is DefaultHTTPRetry: routes read it.
 	MeshRetryKey = ConfigKey{Kind: KindMeshConfig, Name: "defaultHttpRetryPolicy"}
 	// MeshTrustDomainKey is TrustDomain and TrustDomainAliases: clusters
-	// read them (the identities a TLS peer must present).
+	// read them (the identities a TLS peer must present), and so do gRPC
+	// servers' listeners (the peers they let in, the principals of their
+	// RBAC rules).
 	MeshTrustDomainKey = ConfigKey{Kind: KindMeshConfig, Name: "trustDomain"}
-	// MeshRootNamespaceKey is RootNamespace. No generator reads it: the
-	// policy index does, and reports the rules whose choice it changes.
+	// MeshRootNamespaceKey is RootNamespace. The policy index reads it,
+	// and reports the rules whose choice it changes; gRPC servers'
+	// listeners, which the root namespace's security policies may
+	// select, depend on it too.
 	MeshRootNamespaceKey = ConfigKey{Kind: KindMeshConfig, Name: "rootNamespace"}
 	// MeshServiceSettingsKey is ServiceSettings: which hosts are
 	// cluster-local. Nothing reads it while meshpilot serves one cluster.

@@ -8,6 +8,7 @@ package modelcase
 
 import (
 	"fmt"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -42,7 +43,11 @@ type Input struct {
 	// services above, as serve places it.
 	ServiceEntries  []*networkingv1.ServiceEntry  `json:"serviceEntries"`
 	WorkloadEntries []*networkingv1.WorkloadEntry `json:"workloadEntries"`
-	Clients         []Client                      `json:"clients"`
+	// PeerAuthentications and AuthorizationPolicies are security
+	// policies in the model's form (Security), each list oldest first.
+	PeerAuthentications   []PeerAuthentication  `json:"peerAuthentications"`
+	AuthorizationPolicies []AuthorizationPolicy `json:"authorizationPolicies"`
+	Clients               []Client              `json:"clients"`
 }
 
 // Client is a client of a case: its node, and the names it asks for of
@@ -121,4 +126,105 @@ type Endpoint struct {
 	// Cluster is the ID of the cluster the endpoint is in; empty:
 	// the local one.
 	Cluster string `json:"cluster"`
+}
+
+// PeerAuthentication is a security policy of a case in the model's form,
+// its fields named as in Istio's spec.
+type PeerAuthentication struct {
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	Selector  model.Labels `json:"selector"`
+	// Mode and PortLevelMtls's values are Istio's modes: UNSET, DISABLE,
+	// PERMISSIVE or STRICT.
+	Mode          string            `json:"mode"`
+	PortLevelMtls map[uint32]string `json:"portLevelMtls"`
+}
+
+// AuthorizationPolicy is a security policy of a case in the model's
+// form, its fields named as in Istio's spec.
+type AuthorizationPolicy struct {
+	Namespace      string       `json:"namespace"`
+	Name           string       `json:"name"`
+	Selector       model.Labels `json:"selector"`
+	TargetServices []string     `json:"targetServices"`
+	// Action is ALLOW (when empty), DENY, AUDIT or CUSTOM.
+	Action string `json:"action"`
+	// Rules nil is a policy without rules; [{}] a rule matching all.
+	Rules []AuthzRule `json:"rules"`
+}
+
+// AuthzRule is a rule as Istio writes it (from[].source,
+// to[].operation, when).
+type AuthzRule struct {
+	From []struct {
+		Source model.AuthzSource `json:"source"`
+	} `json:"from"`
+	To []struct {
+		Operation model.AuthzOperation `json:"operation"`
+	} `json:"to"`
+	When []model.AuthzCondition `json:"when"`
+}
+
+// Security converts the case's security policies to the model's, their
+// creation times in the order they are listed.
+func (in *Input) Security() ([]*model.PeerAuthentication, []*model.AuthorizationPolicy, error) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var peers []*model.PeerAuthentication
+	for i, p := range in.PeerAuthentications {
+		mode, err := mtlsMode(p.Mode)
+		if err != nil {
+			return nil, nil, fmt.Errorf("PeerAuthentication %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		out := &model.PeerAuthentication{Namespace: p.Namespace, Name: p.Name, Created: base.Add(time.Duration(i) * time.Second),
+			Selector: p.Selector, Mode: mode}
+		for port, m := range p.PortLevelMtls {
+			mode, err := mtlsMode(m)
+			if err != nil {
+				return nil, nil, fmt.Errorf("PeerAuthentication %s/%s: port %d: %w", p.Namespace, p.Name, port, err)
+			}
+			if out.PortModes == nil {
+				out.PortModes = map[uint32]model.MTLSMode{}
+			}
+			out.PortModes[port] = mode
+		}
+		peers = append(peers, out)
+	}
+	var authz []*model.AuthorizationPolicy
+	for i, p := range in.AuthorizationPolicies {
+		out := &model.AuthorizationPolicy{Namespace: p.Namespace, Name: p.Name, Created: base.Add(time.Duration(i) * time.Second),
+			Selector: p.Selector, TargetServices: p.TargetServices}
+		switch p.Action {
+		case "", "ALLOW":
+		case "DENY":
+			out.Action = model.AuthzDeny
+		case "AUDIT":
+			out.Action = model.AuthzAudit
+		case "CUSTOM":
+			out.Action = model.AuthzCustom
+		default:
+			return nil, nil, fmt.Errorf("AuthorizationPolicy %s/%s: unknown action %q", p.Namespace, p.Name, p.Action)
+		}
+		for _, r := range p.Rules {
+			var mr model.AuthzRule
+			for _, f := range r.From {
+				mr.From = append(mr.From, f.Source)
+			}
+			for _, t := range r.To {
+				mr.To = append(mr.To, t.Operation)
+			}
+			mr.When = r.When
+			out.Rules = append(out.Rules, mr)
+		}
+		authz = append(authz, out)
+	}
+	return peers, authz, nil
+}
+
+func mtlsMode(s string) (model.MTLSMode, error) {
+	for _, m := range []model.MTLSMode{model.MTLSUnset, model.MTLSDisable, model.MTLSPermissive, model.MTLSStrict} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown mTLS mode %q", s)
 }

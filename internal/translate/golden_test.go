@@ -19,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/registry/aggregate"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
+	"github.com/meshpilot/meshpilot/internal/translate/translatetest"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
@@ -82,6 +83,22 @@ func loadRoutes(t testing.TB, in *goldenInput, suffix string) model.RouteIndex {
 		}
 	}
 	return model.NewStaticRoutes(vss)
+}
+
+// loadSecurity indexes a golden input's security policies; nil without
+// any, as a server without the Istio source has none.
+func loadSecurity(t testing.TB, in *goldenInput) model.SecurityIndex {
+	t.Helper()
+	peer, authz, err := in.Security()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(peer)+len(authz) == 0 {
+		return nil
+	}
+	s := &translatetest.Security{}
+	s.Set(goldenRootNamespace, peer, authz)
+	return s
 }
 
 func clientNode(t testing.TB, c modelcase.Client) *core.Node {
@@ -216,6 +233,7 @@ func TestGolden(t *testing.T) {
 			Discovery: loadModel(t, in, model.DefaultDomainSuffix),
 			Policies:  loadPolicies(t, in, model.DefaultDomainSuffix),
 			Routes:    loadRoutes(t, in, model.DefaultDomainSuffix),
+			Security:  loadSecurity(t, in),
 		})
 		out := map[string]map[string]map[string]json.RawMessage{} // type -> client -> name -> resource
 		for _, c := range in.Clients {

@@ -65,7 +65,9 @@ import (
 // listening on that port, so the answer varies by the client's namespace
 // and addresses. It depends on the endpoints of every service of the
 // namespace, and on the namespace's set of services: any of them may come
-// to hold the server's address on the port, or stop holding it.
+// to hold the server's address on the port, or stop holding it; once
+// served, on the security policies that could select the workload
+// (inboundSecurity).
 func (g *listenerGenerator) inbound(c *Client, name string) Result {
 	host, port, ok := model.ParseInboundListenerName(name)
 	if !ok || c.Namespace == "" || len(c.IPs) == 0 {
@@ -79,7 +81,9 @@ func (g *listenerGenerator) inbound(c *Client, name string) Result {
 		r.Deps = append(r.Deps, model.EndpointsKey(h))
 	}
 	if len(t.Serving) > 0 {
-		r.Resource = buildInboundListener(name, host, port, t.MutualTLS)
+		var sec inboundSecurity
+		sec, r.Deps = g.inboundSecurity(c.Namespace, t, port, r.Deps)
+		r.Resource = buildInboundListener(name, host, port, sec)
 	}
 	return r
 }
@@ -97,21 +101,24 @@ type inboundTargets struct {
 	Considered []model.Hostname
 	// MutualTLS: the workload is labelled for mutual TLS (inboundMTLS).
 	MutualTLS bool
+	// Labels are the workload's, those of its first serving endpoint (a
+	// Pod's endpoints all carry its labels): the security policies that
+	// select it are chosen by them.
+	Labels map[string]string
+	// ServiceNames are the names of the Serving services, which an
+	// AuthorizationPolicy's targetRefs name.
+	ServiceNames []string
 }
 
 // tlsModeLabel is the label Istio's injection puts on workloads that
 // take part in the mesh's mutual TLS.
 const tlsModeLabel = "security.istio.io/tlsMode"
 
-// inboundMTLS says whether a gRPC server requires mutual TLS, by the
-// labels of its workload (its endpoints'). istiod decides by the port's
-// PeerAuthentication mode and, since gRPC servers cannot serve plaintext
-// and TLS on one port, raises PERMISSIVE, the default, to STRICT for a
-// workload labelled security.istio.io/tlsMode=istio (auto mTLS: its
-// clients will use TLS) and lowers it to plaintext otherwise. meshpilot
-// reads no PeerAuthentication, so this label alone decides: the same
-// answer istiod gives without PeerAuthentication, and a server opts in by
-// its own label, so none is asked for certificates it was not given.
+// inboundMTLS says whether a gRPC server's workload is labelled for
+// mutual TLS (its endpoints' labels), which raises PERMISSIVE, the mode
+// without any PeerAuthentication, to STRICT (grpcServerMTLS). Without a
+// policy this label alone decides, as in istiod, so a server opts in by
+// its own label and none is asked for certificates it was not given.
 func inboundMTLS(ep *model.Endpoint) bool {
 	return ep.Labels[tlsModeLabel] == "istio"
 }
@@ -136,7 +143,11 @@ func findInboundTargets(d model.ServiceDiscovery, c *Client, port int32) inbound
 		}
 		t.Considered = append(t.Considered, svc.Hostname)
 		if ep := servingEndpoint(d, svc, c.IPs, uint32(port)); ep != nil {
+			if len(t.Serving) == 0 {
+				t.Labels = ep.Labels
+			}
 			t.Serving = append(t.Serving, svc.Hostname)
+			t.ServiceNames = append(t.ServiceNames, svc.Name)
 			t.MutualTLS = t.MutualTLS || inboundMTLS(ep)
 		}
 	}
@@ -158,14 +169,15 @@ func servingEndpoint(d model.ServiceDiscovery, svc *model.Service, ips []string,
 
 // buildInboundListener builds the listener of a gRPC server listening on
 // host:port, as istiod does: the name's address, one filter chain,
-// plaintext or, under mutual TLS (inboundMTLS), "inbound-mtls" with a
+// plaintext or, under mutual TLS (grpcServerMTLS), "inbound-mtls" with a
 // DownstreamTlsContext that requires a client certificate, its
 // certificates from the bootstrap's "default" provider instance
-// (serverTLSContext), as istiod's buildInboundFilterChains does.
-func buildInboundListener(name, host string, port int32, mutualTLS bool) *listener.Listener {
-	chain := inboundFilterChain("plaintext", inboundStatPrefix(host, port))
-	if mutualTLS {
-		chain = inboundFilterChain("mtls", inboundStatPrefix(host, port))
+// (serverTLSContext), as istiod's buildInboundFilterChains does; the
+// RBAC filters of sec before the router.
+func buildInboundListener(name, host string, port int32, sec inboundSecurity) *listener.Listener {
+	chain := inboundFilterChain("plaintext", inboundStatPrefix(host, port), sec.Filters)
+	if sec.MutualTLS {
+		chain = inboundFilterChain("mtls", inboundStatPrefix(host, port), sec.Filters)
 		chain.TransportSocket = transportSocket(serverTLSContext())
 	}
 	return &listener.Listener{
@@ -183,9 +195,9 @@ func inboundStatPrefix(host string, port int32) string {
 }
 
 // inboundFilterChain is a chain without match criteria, called
-// "inbound-<kind>" as istiod calls it, that routes every RPC to the
-// server itself.
-func inboundFilterChain(kind, statPrefix string) *listener.FilterChain {
+// "inbound-<kind>" as istiod calls it, that runs the authorization
+// filters and routes every RPC to the server itself.
+func inboundFilterChain(kind, statPrefix string, authz []*hcm.HttpFilter) *listener.FilterChain {
 	m := &hcm.HttpConnectionManager{
 		CodecType:  hcm.HttpConnectionManager_AUTO,
 		StatPrefix: statPrefix,
@@ -201,7 +213,7 @@ func inboundFilterChain(kind, statPrefix string) *listener.FilterChain {
 			}},
 		}},
 		// Authorization (gRPC's RBAC filters) goes before the router.
-		HttpFilters: []*hcm.HttpFilter{routerFilter},
+		HttpFilters: append(slices.Clip(authz), routerFilter),
 	}
 	a, err := anypb.New(m)
 	if err != nil {

@@ -103,7 +103,7 @@ func TestInboundListener(t *testing.T) {
 // HttpConnectionManager whose inline route configuration sends every RPC
 // to the server itself (non_forwarding_action), the router last.
 func TestInboundListenerShape(t *testing.T) {
-	l := buildInboundListener(model.InboundListenerPrefix+"0.0.0.0:8080", "0.0.0.0", 8080, false)
+	l := buildInboundListener(model.InboundListenerPrefix+"0.0.0.0:8080", "0.0.0.0", 8080, inboundSecurity{})
 	if l.GetApiListener() != nil || len(l.GetListenerFilters()) > 0 || l.GetUseOriginalDst() != nil || l.GetDefaultFilterChain() != nil {
 		t.Fatalf("fields a gRPC server refuses or meshpilot does not set: %v", l)
 	}
@@ -139,7 +139,7 @@ func TestInboundListenerShape(t *testing.T) {
 // TestValidateServerListener: Validate holds a server listener to what
 // grpc-go checks before it ACKs one (and to what makes its RPCs fail).
 func TestValidateServerListener(t *testing.T) {
-	good := buildInboundListener(model.InboundListenerPrefix+"10.0.0.7:8080", "10.0.0.7", 8080, false)
+	good := buildInboundListener(model.InboundListenerPrefix+"10.0.0.7:8080", "10.0.0.7", 8080, inboundSecurity{})
 	if err := Validate(good); err != nil {
 		t.Fatalf("generated listener: %v", err)
 	}

@@ -3,12 +3,15 @@ package translate
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbac "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	fault "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	rbachttp "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tls "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptions "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
@@ -145,12 +148,104 @@ func validateHCM(where string, a *anypb.Any) (*hcm.HttpConnectionManager, error)
 	if len(fs) == 0 || fs[len(fs)-1].GetName() != routerFilter.GetName() {
 		return nil, fmt.Errorf("%s: http_filters must end with the router", where)
 	}
+	seen := map[string]bool{}
 	for _, f := range fs {
 		if f.GetTypedConfig() == nil {
 			return nil, fmt.Errorf("%s: http filter %q has no typed_config", where, f.GetName())
 		}
+		if seen[f.GetName()] {
+			return nil, fmt.Errorf("%s: two http filters are called %q", where, f.GetName())
+		}
+		seen[f.GetName()] = true
+		if f.GetTypedConfig().MessageIs(&rbachttp.RBAC{}) {
+			if err := validateRBAC(f.GetTypedConfig()); err != nil {
+				return nil, fmt.Errorf("%s: http filter %q: %w", where, f.GetName(), err)
+			}
+		}
 	}
 	return h, nil
+}
+
+// validateRBAC checks an RBAC filter's field rules (ValidateAll does not
+// look inside the HttpConnectionManager's Any) and what grpc-go refuses
+// of one (gRFC A41): a policy condition, a matcher of a grpc-* header or
+// of :scheme, an action other than ALLOW and DENY that it would enforce.
+func validateRBAC(a *anypb.Any) error {
+	var r rbachttp.RBAC
+	if err := a.UnmarshalTo(&r); err != nil {
+		return err
+	}
+	if err := r.ValidateAll(); err != nil {
+		return err
+	}
+	if act := r.GetRules().GetAction(); act != rbac.RBAC_ALLOW && act != rbac.RBAC_DENY {
+		return fmt.Errorf("action %v: gRPC enforces ALLOW and DENY only", act)
+	}
+	for name, p := range r.GetRules().GetPolicies() {
+		if p.GetCondition() != nil || p.GetCheckedCondition() != nil {
+			return fmt.Errorf("policy %q: gRPC refuses conditions", name)
+		}
+		var bad []string
+		for _, pm := range p.GetPermissions() {
+			bad = badPermissionHeaders(pm, bad)
+		}
+		for _, pr := range p.GetPrincipals() {
+			bad = badPrincipalHeaders(pr, bad)
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("policy %q: gRPC refuses matchers of headers %q", name, bad)
+		}
+	}
+	return nil
+}
+
+// grpcRefusedHeader: A41 makes a matcher of this header a validation
+// failure.
+func grpcRefusedHeader(name string) bool {
+	name = strings.ToLower(name)
+	return name == ":scheme" || strings.HasPrefix(name, "grpc-")
+}
+
+func badPermissionHeaders(p *rbac.Permission, bad []string) []string {
+	switch r := p.GetRule().(type) {
+	case *rbac.Permission_Header:
+		if grpcRefusedHeader(r.Header.GetName()) {
+			bad = append(bad, r.Header.GetName())
+		}
+	case *rbac.Permission_AndRules:
+		for _, q := range r.AndRules.GetRules() {
+			bad = badPermissionHeaders(q, bad)
+		}
+	case *rbac.Permission_OrRules:
+		for _, q := range r.OrRules.GetRules() {
+			bad = badPermissionHeaders(q, bad)
+		}
+	case *rbac.Permission_NotRule:
+		bad = badPermissionHeaders(r.NotRule, bad)
+	case *rbac.Permission_UriTemplate:
+		bad = append(bad, "(uri_template, which gRPC does not know)")
+	}
+	return bad
+}
+
+func badPrincipalHeaders(p *rbac.Principal, bad []string) []string {
+	switch r := p.GetIdentifier().(type) {
+	case *rbac.Principal_Header:
+		if grpcRefusedHeader(r.Header.GetName()) {
+			bad = append(bad, r.Header.GetName())
+		}
+	case *rbac.Principal_AndIds:
+		for _, q := range r.AndIds.GetIds() {
+			bad = badPrincipalHeaders(q, bad)
+		}
+	case *rbac.Principal_OrIds:
+		for _, q := range r.OrIds.GetIds() {
+			bad = badPrincipalHeaders(q, bad)
+		}
+	case *rbac.Principal_NotId:
+		bad = badPrincipalHeaders(r.NotId, bad)
+	}
+	return bad
 }
 
 // validateProtocolOptions checks a cluster's typed_extension_protocol_options:

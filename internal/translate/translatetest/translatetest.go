@@ -85,3 +85,51 @@ func LBEndpoints(cla *endpoint.ClusterLoadAssignment) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Security is a model.SecurityIndex of policies a test sets and changes.
+// The zero value holds none, its root namespace Istio's default.
+type Security struct {
+	p atomic.Pointer[securitySet]
+}
+
+type securitySet struct {
+	root  string
+	peer  []*model.PeerAuthentication
+	authz []*model.AuthorizationPolicy
+}
+
+// Set puts policies in force, root the mesh's root namespace (Istio's
+// default when empty).
+func (s *Security) Set(root string, peer []*model.PeerAuthentication, authz []*model.AuthorizationPolicy) {
+	if root == "" {
+		root = model.DefaultRootNamespace
+	}
+	s.p.Store(&securitySet{root: root, peer: peer, authz: authz})
+}
+
+// SecurityPoliciesFor returns the policies of ns and of the root
+// namespace, oldest first, as the model's contract orders them.
+func (s *Security) SecurityPoliciesFor(ns string) model.SecurityPolicies {
+	set := s.p.Load()
+	if set == nil {
+		return model.SecurityPolicies{RootNamespace: model.DefaultRootNamespace}
+	}
+	out := model.SecurityPolicies{RootNamespace: set.root}
+	for _, p := range set.peer {
+		if p.Namespace == ns || p.Namespace == set.root {
+			out.Peer = append(out.Peer, p)
+		}
+	}
+	for _, p := range set.authz {
+		if p.Namespace == ns || p.Namespace == set.root {
+			out.Authz = append(out.Authz, p)
+		}
+	}
+	slices.SortStableFunc(out.Peer, func(a, b *model.PeerAuthentication) int {
+		return model.ComparePolicies(a.Created, a.Namespace, a.Name, b.Created, b.Namespace, b.Name)
+	})
+	slices.SortStableFunc(out.Authz, func(a, b *model.AuthorizationPolicy) int {
+		return model.ComparePolicies(a.Created, a.Namespace, a.Name, b.Created, b.Namespace, b.Name)
+	})
+	return out
+}
