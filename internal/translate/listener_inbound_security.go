@@ -34,14 +34,20 @@ func (g *listenerGenerator) inboundSecurity(ns string, t inboundTargets, port in
 		deps = model.AppendWorkloadSecurityKeys(deps, ns, policies.RootNamespace, t.Labels, t.ServiceNames)
 		deps = append(deps, model.MeshRootNamespaceKey)
 	}
-	mode, _ := model.MTLSFor(policies, ns, t.Labels, uint32(port))
+	mode, found := model.MTLSFor(policies, ns, t.Labels, uint32(port))
 	sec := inboundSecurity{MutualTLS: grpcServerMTLS(mode, t.MutualTLS)}
 	authz := model.AuthorizationPoliciesFor(policies, ns, t.Labels, t.ServiceNames)
-	if sec.MutualTLS || len(authz) > 0 {
+	// A PeerAuthentication's mutual TLS admits only the mesh's trust
+	// domains; a server that requires mutual TLS by its label alone
+	// keeps what it had before policies existed (any certificate of the
+	// CA), so that adding meshpilot's policy support changes nothing for
+	// a mesh that writes none.
+	checkTrustDomain := sec.MutualTLS && found
+	if checkTrustDomain || len(authz) > 0 {
 		// The trust domain check and the principals' aliases read them.
 		deps = append(deps, model.MeshTrustDomainKey)
 	}
-	sec.Filters = rbacFilters(authz, g.MeshSettings(), sec.MutualTLS)
+	sec.Filters = rbacFilters(authz, g.MeshSettings(), checkTrustDomain)
 	return sec, deps
 }
 

@@ -88,13 +88,16 @@ func TestInboundSecurity(t *testing.T) {
 	}{
 		{desc: "no policy, not labelled: plaintext", client: a, wantChain: "inbound-plaintext",
 			wantFilters: []string{"envoy.filters.http.router"}},
-		{desc: "no policy, labelled: mutual TLS and the trust domain check", client: b, wantChain: "inbound-mtls",
-			wantFilters: []string{rbacFilterDeny, "envoy.filters.http.router"}},
+		{desc: "no policy, labelled: mutual TLS as before policies, no trust domain check", client: b, wantChain: "inbound-mtls",
+			wantFilters: []string{"envoy.filters.http.router"}},
 		{desc: "STRICT for a", client: a, wantChain: "inbound-mtls",
 			peer:        []*model.PeerAuthentication{{Namespace: "apps", Name: "a", Selector: selectA, Mode: model.MTLSStrict}},
 			wantFilters: []string{rbacFilterDeny, "envoy.filters.http.router"}},
 		{desc: "STRICT for a, not for b", client: b, wantChain: "inbound-mtls", // b keeps its label's
 			peer:        []*model.PeerAuthentication{{Namespace: "apps", Name: "a", Selector: selectA, Mode: model.MTLSStrict}},
+			wantFilters: []string{"envoy.filters.http.router"}},
+		{desc: "PERMISSIVE for b, raised by its label: the trust domain check", client: b, wantChain: "inbound-mtls",
+			peer:        []*model.PeerAuthentication{{Namespace: "apps", Name: "ns", Mode: model.MTLSPermissive}},
 			wantFilters: []string{rbacFilterDeny, "envoy.filters.http.router"}},
 		{desc: "DISABLE overrides the label", client: b, wantChain: "inbound-plaintext",
 			peer:        []*model.PeerAuthentication{{Namespace: "apps", Name: "ns", Mode: model.MTLSDisable}},
@@ -111,7 +114,7 @@ func TestInboundSecurity(t *testing.T) {
 			wantFilters: []string{rbacFilterAllow, "envoy.filters.http.router"}},
 		{desc: "an ALLOW policy for a, not for b", client: b, wantChain: "inbound-mtls",
 			authz:       []*model.AuthorizationPolicy{{Namespace: "apps", Name: "a", Selector: selectA, Rules: []model.AuthzRule{{}}}},
-			wantFilters: []string{rbacFilterDeny, "envoy.filters.http.router"}},
+			wantFilters: []string{"envoy.filters.http.router"}},
 		{desc: "a policy targeting the Service", client: a, wantChain: "inbound-plaintext",
 			authz:       []*model.AuthorizationPolicy{{Namespace: "apps", Name: "t", TargetServices: []string{"echo"}, Action: model.AuthzDeny, Rules: []model.AuthzRule{{}}}},
 			wantFilters: []string{rbacFilterDeny, "envoy.filters.http.router"}},
@@ -154,7 +157,8 @@ func TestInboundSecurity(t *testing.T) {
 		if slices.Contains(r.Deps, model.SecurityLabelKey("apps", "app", "b")) {
 			t.Errorf("a's listener depends on b's label")
 		}
-		// Mutual TLS reads the trust domains.
+		// A PeerAuthentication's mutual TLS reads the trust domains.
+		sec.Set("", []*model.PeerAuthentication{{Namespace: "apps", Name: "ns", Mode: model.MTLSStrict}}, nil)
 		if r := g.Generate(b, name); !slices.Contains(r.Deps, model.MeshTrustDomainKey) {
 			t.Errorf("b's deps lack the trust domain: %v", r.Deps)
 		}
