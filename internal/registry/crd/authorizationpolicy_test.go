@@ -79,7 +79,9 @@ func TestConvertAuthorizationPolicy(t *testing.T) {
 		none bool
 	}{
 		{name: "an empty ALLOW policy denies every call", spec: "  {}",
-			check: func(p *model.AuthorizationPolicy) bool { return p.Action == model.AuthzAllow && p.Rules == nil && p.Selector == nil }},
+			check: func(p *model.AuthorizationPolicy) bool {
+				return p.Action == model.AuthzAllow && p.Rules == nil && p.Selector == nil
+			}},
 		{name: "an empty rule matches every call", spec: "  action: DENY\n  rules: [{}]",
 			check: func(p *model.AuthorizationPolicy) bool { return p.Action == model.AuthzDeny && len(p.Rules) == 1 }},
 		// Decoded from JSON, an empty list is no list: istiod reads it so.
@@ -111,7 +113,7 @@ func TestConvertAuthorizationPolicy(t *testing.T) {
 		{name: "CUSTOM", spec: "  action: CUSTOM\n  provider: {name: ext}\n  rules: [{to: [{operation: {paths: [/a]}}]}]",
 			ignored: map[string]string{"spec.action": "external authorizer"}},
 		{name: "targetRefs of Services", spec: "  targetRefs: [{kind: Service, name: a}, {group: \"\", kind: Service, name: b}]\n  rules: [{}]",
-			check: func(p *model.AuthorizationPolicy) bool { return slices.Equal(p.TargetServices, []string{"a", "b"}) },
+			check:   func(p *model.AuthorizationPolicy) bool { return slices.Equal(p.TargetServices, []string{"a", "b"}) },
 			ignored: map[string]string{"spec.targetRefs[0]": "istiod applies targetRefs", "spec.targetRefs[1]": "istiod applies targetRefs"}},
 		{name: "the legacy targetRef", spec: "  targetRef: {kind: Service, name: a}\n  rules: [{}]",
 			check:   func(p *model.AuthorizationPolicy) bool { return slices.Equal(p.TargetServices, []string{"a"}) },
