@@ -46,6 +46,9 @@ type Options struct {
 	// Routes answers which VirtualService applies to a client's traffic
 	// to a host; nil: none does.
 	Routes model.RouteIndex
+	// Security answers which PeerAuthentications and
+	// AuthorizationPolicies may apply to a gRPC server; nil: none does.
+	Security model.SecurityIndex
 	// Ready reports whether the model is complete. Until it is, new xDS
 	// streams fail with Unavailable and REST requests with 503. Nil means
 	// always ready.
@@ -155,7 +158,7 @@ type Server struct {
 
 // NewServer returns a server for the model.
 func NewServer(opts Options) *Server {
-	return newServer(opts, translate.Generators(translate.GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes}))
+	return newServer(opts, translate.Generators(translate.GeneratorOptions{Discovery: opts.Discovery, DomainSuffix: opts.DomainSuffix, LocalClusterID: opts.LocalClusterID, Mesh: opts.Mesh, Policies: opts.Policies, Routes: opts.Routes, Security: opts.Security}))
 }
 
 // newServer returns a server of the resources gens build.
