@@ -19,6 +19,9 @@ type istioServing struct {
 	policies *crd.Policies
 	// routes is the VirtualServices as generators read them.
 	routes *crd.Routes
+	// security is the PeerAuthentications and AuthorizationPolicies as
+	// gRPC servers' listeners read them.
+	security *crd.Security
 	// status is what became of each object, recorded by every consumer.
 	status *configstatus.Reporter
 	// serviceEntries is the services of the ServiceEntries and the
@@ -51,6 +54,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 	return istioServing{
 		policies: policies,
 		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh}),
+		security: crd.NewSecurity(store, crd.SecurityOptions{Mesh: mesh, Status: status}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
 			DomainSuffix: f.domainSuffix, Services: services, Pods: pods, Reporter: status,
@@ -58,7 +62,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 	}
 }
 
-// runIstioRegistry watches Istio's traffic rules beside the Kubernetes
+// runIstioRegistry watches Istio's configuration beside the Kubernetes
 // registry until ctx ends; the returned function waits for it to stop.
 // It does not hold readiness back: rules that arrive later are pushed
 // like any change, and without the CRDs it logs once and waits for them.
@@ -77,7 +81,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource
 	go func() {
 		defer close(done)
 		if err := reg.Run(ctx); err != nil {
-			log.Error("Istio traffic rules stopped", "error", err)
+			log.Error("Istio configuration watch stopped", "error", err)
 		}
 	}()
 	return istio, func() { <-done }, nil

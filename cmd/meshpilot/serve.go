@@ -288,6 +288,10 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 	if istio.routes != nil {
 		rs = istio.routes
 	}
+	var ss server.SecuritySource
+	if istio.security != nil {
+		ss = istio.security
+	}
 	sources := []aggregate.Source{source}
 	if istio.serviceEntries != nil {
 		sources = append(sources, aggregate.Source{Name: "serviceentries", Controller: istio.serviceEntries})
@@ -317,6 +321,7 @@ func serveRegistry(ctx context.Context, log *slog.Logger, source aggregate.Sourc
 		Policies:              ps,
 		ConfigStatus:          istio.status,
 		Routes:                rs,
+		Security:              ss,
 		Consistency:           consistency,
 		Clusters:              clusters,
 

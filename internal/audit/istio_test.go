@@ -79,7 +79,7 @@ func TestLostIstioEventIsFoundAndRepaired(t *testing.T) {
 	for _, l := range rep.Listed {
 		kinds = append(kinds, l.Kind)
 	}
-	if want := []string{"Service", "EndpointSlice", "Pod", "Node", "Namespace", "DestinationRule", "VirtualService", "ServiceEntry", "WorkloadEntry"}; !slices.Equal(kinds, want) {
+	if want := []string{"Service", "EndpointSlice", "Pod", "Node", "Namespace", "DestinationRule", "VirtualService", "ServiceEntry", "WorkloadEntry", "PeerAuthentication", "AuthorizationPolicy"}; !slices.Equal(kinds, want) {
 		t.Fatalf("listed %v, want %v", kinds, want)
 	}
 	if l := listedOf(rep, "VirtualService"); l.Objects != 1 {

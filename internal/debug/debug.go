@@ -81,7 +81,8 @@ type Options struct {
 type Configz struct {
 	MeshConfig meshconfig.Status `json:"meshConfig"`
 	// Objects are the Istio objects meshpilot read (DestinationRules,
-	// VirtualServices, ServiceEntries, WorkloadEntries), ordered by kind,
+	// VirtualServices, ServiceEntries, WorkloadEntries,
+	// PeerAuthentications, AuthorizationPolicies), ordered by kind,
 	// namespace and name; [] when there are none.
 	Objects []ConfigObject `json:"objects"`
 	// ServiceConflicts are the hostnames defined with different ports by

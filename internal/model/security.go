@@ -123,6 +123,11 @@ type AuthzSource struct {
 	Namespaces, NotNamespaces               []string
 	IPBlocks, NotIPBlocks                   []string
 	RemoteIPBlocks, NotRemoteIPBlocks       []string
+	// ServiceAccounts are "<sa>" (of the policy's namespace) or
+	// "<ns>/<sa>"; TrustDomains the trust domains of the caller's
+	// identity ("*" wildcards at either end).
+	ServiceAccounts, NotServiceAccounts []string
+	TrustDomains, NotTrustDomains       []string
 }
 
 // AuthzOperation is a rule's to[].operation: every non-empty field must

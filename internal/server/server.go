@@ -127,6 +127,10 @@ type Options struct {
 	// Routes, when set, holds the VirtualServices generators apply; a
 	// change is pushed as the model.VirtualServiceKey of its hosts.
 	Routes RouteSource
+	// Security, when set, holds the PeerAuthentications and
+	// AuthorizationPolicies gRPC servers' listeners apply; a change is
+	// pushed as the model.KindSecurity keys of the workloads it selects.
+	Security SecuritySource
 	// Clusters, when set, lists the clusters read (the local one first)
 	// on /debug/clusterz.
 	Clusters func() []clusterstate.Cluster
@@ -138,6 +142,12 @@ type Options struct {
 // RouteSource is a model.RouteIndex that reports its changes.
 type RouteSource interface {
 	model.RouteIndex
+	AppendEventHandler(model.EventHandler)
+}
+
+// SecuritySource is a model.SecurityIndex that reports its changes.
+type SecuritySource interface {
+	model.SecurityIndex
 	AppendEventHandler(model.EventHandler)
 }
 
@@ -243,6 +253,7 @@ func New(opts Options) (*Server, error) {
 		Mesh:           opts.Mesh,
 		Policies:       policyIndex(opts.Policies),
 		Routes:         routeIndex(opts.Routes),
+		Security:       securityIndex(opts.Security),
 		Ready:          s.ready,
 		MaxClients:     opts.MaxClients,
 		// A client CA makes every client present a certificate: its
@@ -275,6 +286,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Routes != nil {
 		opts.Routes.AppendEventHandler(s.onEvent)
+	}
+	if opts.Security != nil {
+		opts.Security.AppendEventHandler(s.onEvent)
 	}
 
 	grpcOpts := []grpc.ServerOption{
@@ -430,6 +444,14 @@ func routeIndex(r RouteSource) model.RouteIndex {
 		return nil
 	}
 	return r
+}
+
+// securityIndex keeps a nil SecuritySource a nil interface.
+func securityIndex(s SecuritySource) model.SecurityIndex {
+	if s == nil {
+		return nil
+	}
+	return s
 }
 
 // policyIndex keeps a nil PolicySource a nil interface.

@@ -14,9 +14,9 @@ import (
 )
 
 // checkServiceAccountIstioAccess asks the API server what deploy/'s RBAC
-// lets the ServiceAccount do with Istio's traffic rules and their CRDs:
-// list and watch on exactly the four kinds, and on exactly their four
-// CRDs, by name.
+// lets the ServiceAccount do with Istio's configuration and its CRDs:
+// list and watch on exactly the six kinds meshpilot reads, and on exactly
+// their CRDs (crd.CRDNames), by name.
 func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 	t.Helper()
 	type access struct {
@@ -24,12 +24,19 @@ func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 		allowed                     bool
 	}
 	var cases []access
-	for _, res := range []string{"destinationrules", "virtualservices", "serviceentries", "workloadentries"} {
+	read := []struct{ group, resource string }{
+		{crd.Group, "destinationrules"}, {crd.Group, "virtualservices"}, {crd.Group, "serviceentries"}, {crd.Group, "workloadentries"},
+		{crd.SecurityGroup, "peerauthentications"}, {crd.SecurityGroup, "authorizationpolicies"},
+	}
+	if len(read) != len(crd.CRDNames()) {
+		t.Fatalf("the test checks %d kinds, meshpilot reads %d (%v)", len(read), len(crd.CRDNames()), crd.CRDNames())
+	}
+	for _, r := range read {
 		cases = append(cases,
-			access{"list", crd.Group, res, "", true},
-			access{"watch", crd.Group, res, "", true},
-			access{"get", crd.Group, res, "", false},
-			access{"update", crd.Group, res, "", false})
+			access{"list", r.group, r.resource, "", true},
+			access{"watch", r.group, r.resource, "", true},
+			access{"get", r.group, r.resource, "", false},
+			access{"update", r.group, r.resource, "", false})
 	}
 	for _, name := range crd.CRDNames() {
 		cases = append(cases,
@@ -40,6 +47,8 @@ func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 	cases = append(cases,
 		access{"list", crd.Group, "gateways", "", false},
 		access{"list", crd.Group, "sidecars", "", false},
+		access{"list", crd.SecurityGroup, "requestauthentications", "", false},
+		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "requestauthentications.security.istio.io", false},
 		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", false},
 		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "gateways.networking.istio.io", false})
 	user := fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa)
@@ -62,21 +71,21 @@ func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 	}
 }
 
-// Lines meshpilot logs about Istio's traffic rules.
+// Lines meshpilot logs about Istio's configuration.
 const (
-	istioMissingLine   = "Istio traffic rules are not available"
-	istioAvailableLine = "Istio traffic rules available"
+	istioMissingLine   = "Istio configuration is not available"
+	istioAvailableLine = "Istio configuration available"
 )
 
 // checkIstioLateInstall follows a running meshpilot, started on an API
 // server without Istio's CRDs, through their installation: it has said
-// once that the rules are not available, and it starts watching each of
-// the four kinds, with its own rights, without a restart.
+// once that the configuration is not available, and it starts watching
+// each kind it reads, with its own rights, without a restart.
 func checkIstioLateInstall(t *testing.T, out *testutil.Buffer) {
 	t.Helper()
 	awaitOutput(t, out, istioMissingLine, 1)
 	env.InstallIstioCRDs(t)
-	awaitOutput(t, out, istioAvailableLine, 4)
+	awaitOutput(t, out, istioAvailableLine, len(crd.CRDNames()))
 	if n := strings.Count(out.String(), istioMissingLine); n != 1 {
 		t.Fatalf("%q logged %d times, want once:\n%s", istioMissingLine, n, out.String())
 	}

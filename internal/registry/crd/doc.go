@@ -1,10 +1,12 @@
-// Package crd watches Istio's traffic configuration in a cluster:
-// DestinationRules, VirtualServices, ServiceEntries and WorkloadEntries
-// (networking.istio.io/v1), through shared informers on internal/kubeapi's
-// narrow client: istio.io/client-go's types, not its clientset, which
-// would link every Istio API group.
+// Package crd watches Istio's configuration in a cluster: the traffic
+// kinds, DestinationRules, VirtualServices, ServiceEntries and
+// WorkloadEntries (networking.istio.io/v1), and the security kinds,
+// PeerAuthentications and AuthorizationPolicies (security.istio.io/v1),
+// through shared informers on internal/kubeapi's narrow clients, one per
+// API group: istio.io/client-go's types, not its clientset, which would
+// link every Istio API group.
 //
-// The CustomResourceDefinitions are optional. Registry watches the four
+// The CustomResourceDefinitions are optional. Registry watches the six
 // CRDs themselves (one tiny informer each, by name); while a kind's CRD is
 // not installed, or not Established, or does not serve v1, nothing is
 // watched for it and meshpilot runs as it does without Istio, saying so in
@@ -59,6 +61,18 @@
 // served to gRPC clients as istiod serves them, and reported through a
 // configstatus.Reporter (what grpc-go does not honour with it). A change is a model.ConfigChanged event with
 // the VirtualServiceKey of the hosts it touched.
+// PeerAuthentications and AuthorizationPolicies reach gRPC servers'
+// inbound listeners through Security (model.SecurityIndex): each
+// converted (ConvertPeerAuthentication, ConvertAuthorizationPolicy) and
+// refused as istiod's validation refuses it, with the field; its status
+// says what a gRPC server cannot enforce as written (request
+// authentication fails closed, AUDIT and CUSTOM are not served, as from
+// istiod) and that Envoy does not get it from meshpilot. A Service
+// targetRef applies the policy to the workloads behind the Service,
+// where istiod applies targetRefs to waypoints and gateways only; the
+// status says so. A change is a model.ConfigChanged event with the
+// KindSecurity keys of the old and new versions.
+//
 // ServiceEntries and WorkloadEntries reach xDS through registry/
 // serviceentry, a source of the aggregate registry that reads this
 // Store. This registry is not a source itself, and its HasSynced is not

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 )
 
 // The reads below return objects from the informer caches. They are
@@ -52,6 +53,26 @@ func (r *Registry) ServiceEntry(namespace, name string) *networkingv1.ServiceEnt
 // WorkloadEntry returns one WorkloadEntry, or nil.
 func (r *Registry) WorkloadEntry(namespace, name string) *networkingv1.WorkloadEntry {
 	return get[*networkingv1.WorkloadEntry](r, WorkloadEntry, namespace, name)
+}
+
+// PeerAuthentications lists every PeerAuthentication in scope.
+func (r *Registry) PeerAuthentications() []*securityv1.PeerAuthentication {
+	return list[*securityv1.PeerAuthentication](r, PeerAuthentication)
+}
+
+// AuthorizationPolicies lists every AuthorizationPolicy in scope.
+func (r *Registry) AuthorizationPolicies() []*securityv1.AuthorizationPolicy {
+	return list[*securityv1.AuthorizationPolicy](r, AuthorizationPolicy)
+}
+
+// PeerAuthentication returns one PeerAuthentication, or nil.
+func (r *Registry) PeerAuthentication(namespace, name string) *securityv1.PeerAuthentication {
+	return get[*securityv1.PeerAuthentication](r, PeerAuthentication, namespace, name)
+}
+
+// AuthorizationPolicy returns one AuthorizationPolicy, or nil.
+func (r *Registry) AuthorizationPolicy(namespace, name string) *securityv1.AuthorizationPolicy {
+	return get[*securityv1.AuthorizationPolicy](r, AuthorizationPolicy, namespace, name)
 }
 
 func list[T metav1.Object](r *Registry, k Kind) []T {

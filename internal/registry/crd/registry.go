@@ -49,7 +49,8 @@ func (e Event) String() string { return string(e.Kind) + " " + e.Namespace + "/"
 // EventHandler receives change events, on the registry's worker goroutine.
 type EventHandler func(Event)
 
-// Registry watches the Istio traffic kinds of one cluster. Its read
+// Registry watches the Istio kinds of one cluster: the traffic kinds and
+// the security kinds. Its read
 // methods and HasSynced are safe for concurrent use at any time;
 // AppendEventHandler is called before Run, and Run once.
 type Registry struct {
@@ -63,8 +64,8 @@ type Registry struct {
 	// namespaces are the watched namespaces ("" meaning all): each kind
 	// has one informer per namespace, in this order.
 	namespaces []string
-	// istio lists and watches the kinds.
-	istio *kubeapi.Group
+	// clients list and watch the kinds, one per API group (kindInfo.group).
+	clients map[string]*kubeapi.Group
 	// relisters let Relist interrupt each kind's watches.
 	relisters map[Kind]*relist.Relister
 	queue     workqueue.TypedRateLimitingInterface[Event]
@@ -90,22 +91,26 @@ type watchedKind struct {
 	registrations []cache.ResourceEventHandlerRegistration
 }
 
-// NewForConfig builds a Registry with clients of networking.istio.io and
-// apiextensions.k8s.io (only the kinds read) of an API server's
-// configuration; Run starts it.
+// NewForConfig builds a Registry with clients of networking.istio.io,
+// security.istio.io and apiextensions.k8s.io (only the kinds read) of an
+// API server's configuration; Run starts it.
 func NewForConfig(cfg *rest.Config, opts Options) (*Registry, error) {
-	istio, err := kubeapi.NewGroup(cfg, groupOptions)
-	if err != nil {
-		return nil, fmt.Errorf("building an Istio client: %w", err)
+	clients := map[string]*kubeapi.Group{}
+	for _, g := range groups {
+		c, err := kubeapi.NewGroup(cfg, g)
+		if err != nil {
+			return nil, fmt.Errorf("building a client of %s: %w", g.GroupVersion, err)
+		}
+		clients[g.GroupVersion.Group] = c
 	}
 	ext, err := kubeapi.NewGroup(cfg, crdGroupOptions)
 	if err != nil {
 		return nil, fmt.Errorf("building an apiextensions client: %w", err)
 	}
-	return newRegistry(istio, ext, opts)
+	return newRegistry(clients, ext, opts)
 }
 
-func newRegistry(istio, apiextensions *kubeapi.Group, opts Options) (*Registry, error) {
+func newRegistry(clients map[string]*kubeapi.Group, apiextensions *kubeapi.Group, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -117,7 +122,7 @@ func newRegistry(istio, apiextensions *kubeapi.Group, opts Options) (*Registry, 
 			workqueue.TypedRateLimitingQueueConfig[Event]{Name: QueueName, MetricsProvider: opts.QueueMetrics}),
 		running:   kubeapi.Informers{Transform: kubeconv.StripManagedFields},
 		watched:   map[Kind]*watchedKind{},
-		istio:     istio,
+		clients:   clients,
 		relisters: map[Kind]*relist.Relister{},
 	}
 	for _, k := range kinds {
@@ -186,10 +191,10 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 	r.crdSynced.Store(true)
 	if missing := r.missingCRDs(); len(missing) > 0 {
-		r.log.Info("Istio traffic rules are not available: their CustomResourceDefinitions are not installed; they will be watched as soon as they are",
+		r.log.Info("Istio configuration is not available: its CustomResourceDefinitions are not installed; each kind will be watched as soon as its CRD is",
 			"missing", strings.Join(missing, ","))
 	} else {
-		r.log.Info("watching Istio traffic rules", "kinds", len(kinds), "took", time.Since(start).Round(time.Millisecond))
+		r.log.Info("watching Istio configuration", "kinds", len(kinds), "took", time.Since(start).Round(time.Millisecond))
 	}
 
 	wg.Go(func() {
@@ -225,7 +230,7 @@ func (r *Registry) startKind(k kindInfo) {
 	}
 	w := &watchedKind{}
 	for _, ns := range r.namespaces {
-		inf, err := r.running.Add(k.informer(r.istio, r.relisters[k.kind], ns))
+		inf, err := r.running.Add(k.informer(r.clients[k.group], r.relisters[k.kind], ns))
 		if err != nil {
 			r.log.Warn("cannot watch Istio objects", "kind", k.kind, "error", err)
 			return
@@ -243,7 +248,7 @@ func (r *Registry) startKind(k kindInfo) {
 	r.running.Start(r.stop)
 	r.watched[k.kind] = w
 	if r.crdSynced.Load() {
-		r.log.Info("Istio traffic rules available: watching", "kind", k.kind)
+		r.log.Info("Istio configuration available: watching", "kind", k.kind)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	networkingclient "istio.io/client-go/pkg/clientset/versioned/typed/networking/v1"
+	securityclient "istio.io/client-go/pkg/clientset/versioned/typed/security/v1"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -39,7 +40,7 @@ func ownAPIServer(t *testing.T) *testenv.Env {
 }
 
 // notAvailable is the start of the line logged once without the CRDs.
-const notAvailable = "Istio traffic rules are not available"
+const notAvailable = "Istio configuration is not available"
 
 // events keeps the change events a registry emits; those of sync points'
 // objects (syncPrefix) are kept apart, in synced.
@@ -97,6 +98,7 @@ func (e *events) take(ns string) []Event {
 // length a busy machine can outlast.
 type syncer struct {
 	net networkingclient.NetworkingV1Interface
+	sec securityclient.SecurityV1Interface
 	ns  string
 	n   int
 }
@@ -120,6 +122,7 @@ func (s *syncer) point(t *testing.T, rec *events) {
 	if _, err := s.net.WorkloadEntries(s.ns).Create(ctx, we, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	createSecurityObjects(t, s.sec, s.ns, name)
 	testenv.Eventually(t, "the events of sync point "+name, func() (bool, string) {
 		for _, k := range kinds {
 			if ev := (Event{Kind: k.kind, Namespace: s.ns, Name: name}); !rec.hasSynced(ev) {
@@ -241,7 +244,7 @@ func TestLateInstall(t *testing.T) {
 	}
 	net := istio.NetworkingV1()
 	// Both registries watch nsA.
-	sp := &syncer{net: net, ns: nsA}
+	sp := &syncer{net: net, sec: istio.SecurityV1(), ns: nsA}
 	create := func(ns string) {
 		t.Helper()
 		dr, vs, se, we := objects(ns, "reviews")
@@ -257,6 +260,7 @@ func TestLateInstall(t *testing.T) {
 		if _, err := net.WorkloadEntries(ns).Create(ctx, we, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		createSecurityObjects(t, istio.SecurityV1(), ns, "reviews")
 	}
 	eventsOf := func(ns string) []Event {
 		var out []Event

@@ -2,6 +2,7 @@ package crd
 
 import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 )
@@ -22,6 +23,12 @@ type Store interface {
 	VirtualService(namespace, name string) *networkingv1.VirtualService
 	ServiceEntry(namespace, name string) *networkingv1.ServiceEntry
 	WorkloadEntry(namespace, name string) *networkingv1.WorkloadEntry
+
+	PeerAuthentications() []*securityv1.PeerAuthentication
+	AuthorizationPolicies() []*securityv1.AuthorizationPolicy
+
+	PeerAuthentication(namespace, name string) *securityv1.PeerAuthentication
+	AuthorizationPolicy(namespace, name string) *securityv1.AuthorizationPolicy
 
 	AppendEventHandler(EventHandler)
 }

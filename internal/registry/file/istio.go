@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 )
@@ -89,6 +90,26 @@ func (s *IstioStore) WorkloadEntry(namespace, name string) *networkingv1.Workloa
 	return getIstio[*networkingv1.WorkloadEntry](s.r.view.Load(), crd.WorkloadEntry, namespace, name)
 }
 
+// PeerAuthentications lists every PeerAuthentication, ordered by namespace and name.
+func (s *IstioStore) PeerAuthentications() []*securityv1.PeerAuthentication {
+	return listIstio[*securityv1.PeerAuthentication](s.r.view.Load(), crd.PeerAuthentication)
+}
+
+// AuthorizationPolicies lists every AuthorizationPolicy, ordered by namespace and name.
+func (s *IstioStore) AuthorizationPolicies() []*securityv1.AuthorizationPolicy {
+	return listIstio[*securityv1.AuthorizationPolicy](s.r.view.Load(), crd.AuthorizationPolicy)
+}
+
+// PeerAuthentication returns one PeerAuthentication, or nil.
+func (s *IstioStore) PeerAuthentication(namespace, name string) *securityv1.PeerAuthentication {
+	return getIstio[*securityv1.PeerAuthentication](s.r.view.Load(), crd.PeerAuthentication, namespace, name)
+}
+
+// AuthorizationPolicy returns one AuthorizationPolicy, or nil.
+func (s *IstioStore) AuthorizationPolicy(namespace, name string) *securityv1.AuthorizationPolicy {
+	return getIstio[*securityv1.AuthorizationPolicy](s.r.view.Load(), crd.AuthorizationPolicy, namespace, name)
+}
+
 // Where returns "<file>:<line> (document <n>)" for an object in force
 // ("(document <n>, items[i])" for an item of a List), else "".
 func (s *IstioStore) Where(kind crd.Kind, namespace, name string) string {
@@ -147,7 +168,7 @@ func sortedObjectKeys(objs map[string]*Object) []string {
 // views, kind by kind in a fixed order, then by namespace and name.
 func (s *IstioStore) notify(before, after *view) {
 	var events []crd.Event
-	for _, k := range []crd.Kind{crd.DestinationRule, crd.VirtualService, crd.ServiceEntry, crd.WorkloadEntry} {
+	for _, k := range []crd.Kind{crd.DestinationRule, crd.VirtualService, crd.ServiceEntry, crd.WorkloadEntry, crd.PeerAuthentication, crd.AuthorizationPolicy} {
 		union := map[string]*Object{}
 		for key, o := range before.istio[k] {
 			union[key] = o
@@ -203,6 +224,10 @@ func istioParts(obj any) (*metav1.ObjectMeta, proto.Message) {
 	case *networkingv1.ServiceEntry:
 		return &o.ObjectMeta, &o.Spec
 	case *networkingv1.WorkloadEntry:
+		return &o.ObjectMeta, &o.Spec
+	case *securityv1.PeerAuthentication:
+		return &o.ObjectMeta, &o.Spec
+	case *securityv1.AuthorizationPolicy:
 		return &o.ObjectMeta, &o.Spec
 	}
 	return nil, nil

@@ -17,6 +17,7 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 )
@@ -24,12 +25,26 @@ import (
 // The Istio kinds are read as the API server reads them through Istio's
 // CustomResourceDefinitions: any of the versions the CRDs serve (they
 // share one schema), the spec checked against the schema, which is the
-// spec's protobuf message. Each is stored as the networking.istio.io/v1
-// type that istio.io/client-go's informers hand out, so the crd
-// conversions read a folder's objects as they read a cluster's.
+// spec's protobuf message. Each is stored as the v1 type of its group
+// that istio.io/client-go's informers hand out, so the crd conversions
+// read a folder's objects as they read a cluster's.
 
-// istioVersions are the apiVersions Istio's CRDs serve for the four kinds.
+// istioVersions are the apiVersions Istio's CRDs serve for the traffic
+// kinds, the first the one stored.
 var istioVersions = []string{crd.Group + "/" + crd.Version, crd.Group + "/v1beta1", crd.Group + "/v1alpha3"}
+
+// securityVersions are those of the security kinds: v1, and v1beta1,
+// which Istio's CRDs still serve.
+var securityVersions = []string{crd.SecurityGroup + "/" + crd.Version, crd.SecurityGroup + "/v1beta1"}
+
+// istioKindVersions are the apiVersions of each Istio kind, the first the
+// one stored.
+func istioKindVersions(kind string) []string {
+	if kind == string(crd.PeerAuthentication) || kind == string(crd.AuthorizationPolicy) {
+		return securityVersions
+	}
+	return istioVersions
+}
 
 // istioObject is an empty object of one of the Istio kinds and its parts.
 type istioObject struct {
@@ -57,6 +72,14 @@ var istioKinds = map[string]func() istioObject{
 		o := &networkingv1.WorkloadEntry{}
 		return istioObject{o, &o.TypeMeta, &o.ObjectMeta, &o.Spec}
 	},
+	string(crd.PeerAuthentication): func() istioObject {
+		o := &securityv1.PeerAuthentication{}
+		return istioObject{o, &o.TypeMeta, &o.ObjectMeta, &o.Spec}
+	},
+	string(crd.AuthorizationPolicy): func() istioObject {
+		o := &securityv1.AuthorizationPolicy{}
+		return istioObject{o, &o.TypeMeta, &o.ObjectMeta, &o.Spec}
+	},
 }
 
 // decodeIstioObject decodes, defaults and validates an object of one of
@@ -68,7 +91,7 @@ func decodeIstioObject(path string, doc document, prefix string, js []byte, kind
 		return nil, problems
 	}
 	// Stored as the version the informers serve, whichever was written.
-	*o.typ = metav1.TypeMeta{APIVersion: istioVersions[0], Kind: kind}
+	*o.typ = metav1.TypeMeta{APIVersion: istioKindVersions(kind)[0], Kind: kind}
 	if o.meta.Namespace == "" {
 		o.meta.Namespace = metav1.NamespaceDefault
 	}

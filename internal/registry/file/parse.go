@@ -65,7 +65,7 @@ var kindVersions = map[string]string{
 	"EndpointSlice": "discovery.k8s.io/v1",
 }
 
-const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node, DestinationRule, VirtualService, ServiceEntry, WorkloadEntry (or a v1 List of them)"
+const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node, DestinationRule, VirtualService, ServiceEntry, WorkloadEntry, PeerAuthentication, AuthorizationPolicy (or a v1 List of them)"
 
 // Object is one Kubernetes object read from a file, already defaulted
 // and validated.
@@ -75,7 +75,7 @@ type Object struct {
 	Name      string
 	// Obj is *corev1.Namespace, *corev1.Service, *corev1.Pod,
 	// *corev1.Node, *discoveryv1.EndpointSlice, or one of the Istio kinds
-	// of istio.io/client-go's networking/v1 (istio_decode.go).
+	// of istio.io/client-go's networking/v1 or security/v1 (istio_decode.go).
 	Obj any
 	// Where the object came from, for messages.
 	File     string
@@ -306,7 +306,7 @@ func decodeObject(path string, doc document, prefix string, js []byte) (*Object,
 	newIstio, isIstio := istioKinds[tm.Kind]
 	switch {
 	case isIstio:
-		versions = istioVersions
+		versions = istioKindVersions(tm.Kind)
 	case versions[0] == "":
 		return nil, problem("kind", "Unsupported value: %q: supported kinds are %s", tm.Kind, supportedKinds)
 	}

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 )
 
 // fuzzBase is a second file of the fuzzed folder, so that the fuzzed
@@ -124,7 +125,8 @@ func checkVerdict(t *testing.T, objs []*Object, problems []Problem) {
 		case *corev1.Namespace, *corev1.Node:
 			namespaced = false
 		case *corev1.Service, *corev1.Pod, *discoveryv1.EndpointSlice,
-			*networkingv1.DestinationRule, *networkingv1.VirtualService, *networkingv1.ServiceEntry, *networkingv1.WorkloadEntry:
+			*networkingv1.DestinationRule, *networkingv1.VirtualService, *networkingv1.ServiceEntry, *networkingv1.WorkloadEntry,
+			*securityv1.PeerAuthentication, *securityv1.AuthorizationPolicy:
 		default:
 			t.Fatalf("an accepted %s of type %T", o.Kind, o.Obj)
 		}
