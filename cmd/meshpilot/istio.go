@@ -9,6 +9,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
+	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
 )
 
@@ -54,7 +55,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 	return istioServing{
 		policies: policies,
 		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh}),
-		security: crd.NewSecurity(store, crd.SecurityOptions{Mesh: mesh, Status: status}),
+		security: crd.NewSecurity(store, crd.SecurityOptions{Mesh: mesh, Status: status, AuthzGRPCIgnored: translate.AuthorizationGRPCIgnored}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
 			DomainSuffix: f.domainSuffix, Services: services, Pods: pods, Reporter: status,

@@ -86,5 +86,22 @@ func TestStatusConfigSecurityKinds(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "(PeerAuthentication "+ns+"/default) spec: ") || !strings.Contains(out, "Envoy sidecars do not get this policy") {
 		t.Fatalf("status config after the fix: exit %d, output:\n%s", code, out)
 	}
+
+	// What the listener generator cannot enforce is reported as it
+	// builds the filters: a condition on the TLS server name, which a
+	// gRPC server never sees.
+	cur, err := aps.Get(ctx, "reviews", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Rules[0].When = []*apisecurity.Condition{{Key: "connection.sni", Values: []string{"reviews.example"}}}
+	if _, err := aps.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	note := fmt.Sprintf("(AuthorizationPolicy %s/reviews) spec.rules[0].when[0]", ns)
+	testenv.Eventually(t, "the SNI condition reported", func() (bool, string) {
+		out, _ := runStatus(t, "--server", server, "config")
+		return strings.Contains(out, note) && strings.Contains(out, "the rule allows nothing"), out
+	})
 	p.interrupt()
 }

@@ -303,6 +303,10 @@ func (b ruleBuilder) source(s model.AuthzSource, path string) ([]*rbac.Principal
 		{"namespaces", s.Namespaces, s.NotNamespaces, namespacePrincipal},
 		{"remoteIpBlocks", s.RemoteIPBlocks, s.NotRemoteIPBlocks, remoteIPPrincipal},
 		{"ipBlocks", s.IPBlocks, s.NotIPBlocks, directRemoteIPPrincipal},
+		{"serviceAccounts", s.ServiceAccounts, s.NotServiceAccounts, func(v string) (*rbac.Principal, error) {
+			return principalAuthenticated(regexMatcher(serviceAccountRegex(b.policyNS, v))), nil
+		}},
+		{"trustDomains", b.expandTrustDomains(s.TrustDomains), b.expandTrustDomains(s.NotTrustDomains), trustDomainPrincipal},
 	} {
 		ms, err := condition(f.values, f.not, f.one, principalOr, principalNot)
 		if err != nil {

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -118,6 +119,19 @@ func TestAuthzFields(t *testing.T) {
 				`{"orIds":{"ids":[{"authenticated":{"principalName":{"safeRegex":{"regex":".*/ns/front/.*"}}}},
 					{"authenticated":{"principalName":{"safeRegex":{"regex":".*/ns/team-.*/.*"}}}}]}}`,
 				`{"notId":{"orIds":{"ids":[{"authenticated":{"principalName":{"safeRegex":{"regex":".*/ns/kube\\.system/.*"}}}}]}}}`}},
+		{desc: "serviceAccounts of the policy's namespace or another, and notServiceAccounts",
+			from: model.AuthzSource{ServiceAccounts: []string{"front", "other/back"}, NotServiceAccounts: []string{"bad"}},
+			principals: []string{
+				`{"orIds":{"ids":[{"authenticated":{"principalName":{"safeRegex":{"regex":"spiffe://.+/ns/apps/(.+/|)sa/front(/.+)?"}}}},
+					{"authenticated":{"principalName":{"safeRegex":{"regex":"spiffe://.+/ns/other/(.+/|)sa/back(/.+)?"}}}}]}}`,
+				`{"notId":{"orIds":{"ids":[{"authenticated":{"principalName":{"safeRegex":{"regex":"spiffe://.+/ns/apps/(.+/|)sa/bad(/.+)?"}}}}]}}}`}},
+		{desc: "trustDomains, the mesh's standing for its aliases too, and notTrustDomains",
+			mesh: aliased,
+			from: model.AuthzSource{TrustDomains: []string{"new.td"}, NotTrustDomains: []string{"evil.td"}},
+			principals: []string{
+				`{"orIds":{"ids":[{"authenticated":{"principalName":{"prefix":"spiffe://new.td/"}}},
+					{"authenticated":{"principalName":{"prefix":"spiffe://old.td/"}}}]}}`,
+				`{"notId":{"orIds":{"ids":[{"authenticated":{"principalName":{"prefix":"spiffe://evil.td/"}}}]}}}`}},
 		{desc: "ipBlocks and notIpBlocks: the peer's address",
 			from: model.AuthzSource{IPBlocks: []string{"10.0.0.0/8", "192.0.2.7"}, NotIPBlocks: []string{"2001:db8::1"}},
 			principals: []string{
@@ -228,12 +242,11 @@ func TestAuthzFields(t *testing.T) {
 }
 
 func isZeroSource(s model.AuthzSource) bool {
-	return len(s.Principals)+len(s.NotPrincipals)+len(s.RequestPrincipals)+len(s.NotRequestPrincipals)+
-		len(s.Namespaces)+len(s.NotNamespaces)+len(s.IPBlocks)+len(s.NotIPBlocks)+len(s.RemoteIPBlocks)+len(s.NotRemoteIPBlocks) == 0
+	return reflect.ValueOf(s).IsZero()
 }
 
 func isZeroOperation(o model.AuthzOperation) bool {
-	return len(o.Hosts)+len(o.NotHosts)+len(o.Ports)+len(o.NotPorts)+len(o.Methods)+len(o.NotMethods)+len(o.Paths)+len(o.NotPaths) == 0
+	return reflect.ValueOf(o).IsZero()
 }
 
 // TestAuthzFailClosed: what a gRPC server cannot evaluate voids a rule

@@ -19,6 +19,12 @@ type SecurityOptions struct {
 	// Status, when set, records what became of every PeerAuthentication
 	// and AuthorizationPolicy.
 	Status *configstatus.Reporter
+	// AuthzGRPCIgnored, when set, lists what of a converted
+	// AuthorizationPolicy the generator of gRPC servers' listeners does
+	// not enforce as written (translate.AuthorizationGRPCIgnored): its
+	// fields join the conversion's notes, so that the report follows
+	// what the listeners hold, not a second reading of the rules.
+	AuthzGRPCIgnored func(*model.AuthorizationPolicy) []configstatus.Field
 }
 
 // Security is the PeerAuthentications and AuthorizationPolicies of a
@@ -93,6 +99,9 @@ func (s *Security) onEvent(ev Event) {
 		obj := s.reg.AuthorizationPolicy(ev.Namespace, ev.Name)
 		if obj != nil {
 			now, st = ConvertAuthorizationPolicy(obj)
+			if now != nil && st.Refused == nil && s.opts.AuthzGRPCIgnored != nil {
+				st.IgnoredGRPC = joinFields(st.IgnoredGRPC, s.opts.AuthzGRPCIgnored(now))
+			}
 		}
 		s.apply(ev, obj != nil, st, func() []model.ConfigKey {
 			return setPolicy(s.authz, ev.Namespace, ev.Name, now)
@@ -203,3 +212,14 @@ func (s *Security) SecurityPoliciesFor(ns string) model.SecurityPolicies {
 }
 
 var _ model.SecurityIndex = (*Security)(nil)
+
+// joinFields appends to fields those of more whose path none of them
+// has: the conversion's note on a field comes first.
+func joinFields(fields, more []configstatus.Field) []configstatus.Field {
+	for _, f := range more {
+		if !slices.ContainsFunc(fields, func(g configstatus.Field) bool { return g.Path == f.Path }) {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
