@@ -9,8 +9,8 @@ import (
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
-	"github.com/meshpilot/meshpilot/internal/translate"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
+	"github.com/meshpilot/meshpilot/internal/translate"
 )
 
 // istioServing is what serve builds from the Istio kinds of a crd.Store,
