@@ -24,6 +24,18 @@ type VirtualService struct {
 	// Created orders VirtualServices of equal standing for one host, as
 	// Istio orders them (oldest first); zero when unknown (a file).
 	Created time.Time
+	// Gateway marks the routes of Gateway API HTTPRoutes and GRPCRoutes
+	// attached to a Service (GAMMA), merged into one VirtualService per
+	// namespace and host, which Istio reads with Gateway API semantics:
+	// it applies only to clients of its own namespace unless Producer,
+	// and wins over the other VirtualServices exported to all for the
+	// clients of its namespace (Choose); a path prefix matches whole
+	// path segments, and a backend that does not exist answers 500.
+	Gateway bool
+	// Producer: the routes are in the namespace of the Service they are
+	// attached to (a producer route, for every client) rather than in a
+	// client's (a consumer route, for its namespace's clients alone).
+	Producer bool
 }
 
 // HTTPRoute is one http route: the requests it matches and what happens
@@ -243,20 +255,28 @@ type HostVirtualServices []*VirtualService
 // several name one host (PushContext.VirtualServicesForGateway, then the
 // first to claim the host wins): first one of the client's namespace
 // exported only to chosen namespaces ("."), then one of another
-// namespace exported to the client's by name, then one exported to all;
-// within each group the oldest, then by name and namespace. byClient is
-// false when every client gets the same answer: all are exported to all.
+// namespace exported to the client's by name, then the Gateway API
+// routes of the client's namespace exported to all (the consumer's
+// override), then one exported to all; within each group the oldest,
+// then by name and namespace. Gateway API routes of a namespace that is
+// neither the client's nor the Service's (another namespace's consumer
+// routes) do not apply, as istiod skips them. byClient is false when
+// every client gets the same answer: all are exported to all, and no
+// Gateway API routes stand beside other VirtualServices or apply to
+// their own namespace alone.
 func (h HostVirtualServices) Choose(clientNS string) (vs *VirtualService, byClient bool) {
-	best, bestRank := (*VirtualService)(nil), 3
+	best, bestRank := (*VirtualService)(nil), 4
 	for _, v := range h {
-		if !v.public() {
+		if !v.public() || v.Gateway && (!v.Producer || len(h) > 1) {
 			byClient = true
 		}
-		if !v.VisibleTo(clientNS) {
+		if !v.VisibleTo(clientNS) || v.Gateway && !v.Producer && v.Namespace != clientNS {
 			continue
 		}
-		rank := 2
+		rank := 3
 		switch {
+		case v.public() && v.Gateway && v.Namespace == clientNS:
+			rank = 2
 		case v.public():
 		case v.Namespace == clientNS:
 			rank = 0
@@ -279,10 +299,11 @@ func older(a, b *VirtualService) bool {
 // two VirtualServices of one namespace may not claim one host, and
 // Istio keeps the oldest (by creation time, then by name: Created is
 // whole seconds from the API server, so ties are common), whatever
-// the order they arrive in.
+// the order they arrive in. The Gateway API routes of a namespace (one
+// VirtualService per host, merged) stand beside its VirtualService.
 func (h *HostVirtualServices) Add(vs *VirtualService) (lost *VirtualService) {
 	for i, cur := range *h {
-		if cur.Namespace != vs.Namespace {
+		if cur.Namespace != vs.Namespace || cur.Gateway != vs.Gateway {
 			continue
 		}
 		if older(vs, cur) {
@@ -295,10 +316,11 @@ func (h *HostVirtualServices) Add(vs *VirtualService) (lost *VirtualService) {
 	return nil
 }
 
-// In returns the VirtualService of namespace ns, or nil.
+// In returns the VirtualService (not Gateway API routes) of namespace
+// ns, or nil.
 func (h HostVirtualServices) In(ns string) *VirtualService {
 	for _, vs := range h {
-		if vs.Namespace == ns {
+		if vs.Namespace == ns && !vs.Gateway {
 			return vs
 		}
 	}
