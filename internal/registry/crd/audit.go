@@ -47,7 +47,7 @@ func (r *Registry) ListPagers(kind string, pageSize int64) []*pager.ListPager {
 			continue
 		}
 		for _, ns := range r.namespaces {
-			p := pager.New(k.list(r.clients[k.group], ns))
+			p := pager.New(k.list(r.clients[clientKey(k.group, k.version)], ns))
 			if pageSize > 0 {
 				p.PageSize = pageSize
 			}

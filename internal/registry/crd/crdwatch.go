@@ -61,10 +61,10 @@ func stripCRD(obj any) (any, error) {
 	}, nil
 }
 
-// crdServes reports whether a CRD is Established and serves Version: only
+// crdServes reports whether a CRD is Established and serves version: only
 // then can an informer list its objects. Istio releases before 1.22 served
 // networking.istio.io without v1.
-func crdServes(obj any) bool {
+func crdServes(obj any, version string) bool {
 	crd, ok := obj.(*crdObject)
 	if !ok {
 		return false
@@ -79,7 +79,7 @@ func crdServes(obj any) bool {
 		return false
 	}
 	for _, v := range crd.Spec.Versions {
-		if v.Name == Version && v.Served {
+		if v.Name == version && v.Served {
 			return true
 		}
 	}

@@ -114,7 +114,7 @@ func TestCRDServes(t *testing.T) {
 		{"no v1 (Istio before 1.22)", crd(true, v("v1alpha3", true), v("v1beta1", true)), false},
 		{"a tombstone", cache.DeletedFinalStateUnknown{Key: "x"}, false},
 	} {
-		if got := crdServes(tc.obj); got != tc.want {
+		if got := crdServes(tc.obj, Version); got != tc.want {
 			t.Errorf("%s: crdServes = %v, want %v", tc.name, got, tc.want)
 		}
 	}

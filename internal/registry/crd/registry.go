@@ -64,7 +64,8 @@ type Registry struct {
 	// namespaces are the watched namespaces ("" meaning all): each kind
 	// has one informer per namespace, in this order.
 	namespaces []string
-	// clients list and watch the kinds, one per API group (kindInfo.group).
+	// clients list and watch the kinds, one per API group version
+	// (clientKey).
 	clients map[string]*kubeapi.Group
 	// relisters let Relist interrupt each kind's watches.
 	relisters map[Kind]*relist.Relister
@@ -101,7 +102,7 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("building a client of %s: %w", g.GroupVersion, err)
 		}
-		clients[g.GroupVersion.Group] = c
+		clients[clientKey(g.GroupVersion.Group, g.GroupVersion.Version)] = c
 	}
 	ext, err := kubeapi.NewGroup(cfg, crdGroupOptions)
 	if err != nil {
@@ -139,7 +140,7 @@ func newRegistry(clients map[string]*kubeapi.Group, apiextensions *kubeapi.Group
 			return nil, err
 		}
 		start := func(obj any) {
-			if crdServes(obj) {
+			if crdServes(obj, k.version) {
 				r.startKind(k)
 			}
 		}
@@ -230,7 +231,7 @@ func (r *Registry) startKind(k kindInfo) {
 	}
 	w := &watchedKind{}
 	for _, ns := range r.namespaces {
-		inf, err := r.running.Add(k.informer(r.clients[k.group], r.relisters[k.kind], ns))
+		inf, err := r.running.Add(k.informer(r.clients[clientKey(k.group, k.version)], r.relisters[k.kind], ns))
 		if err != nil {
 			r.log.Warn("cannot watch Istio objects", "kind", k.kind, "error", err)
 			return

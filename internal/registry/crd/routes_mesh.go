@@ -36,4 +36,12 @@ func (r *Routes) onMeshEvent(ev model.Event) {
 		ns, name := splitKey(k)
 		r.update(ns, name)
 	}
+	if r.gwStore != nil {
+		r.mu.Lock()
+		hosts := r.remergeGateway()
+		r.mu.Unlock()
+		for _, h := range hosts {
+			r.handlers.configChanged(model.VirtualServiceKey(h))
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/gwstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
@@ -27,6 +28,13 @@ type RouteOptions struct {
 	// Mesh, when set, is followed for defaultVirtualServiceExportTo, the
 	// exportTo of a VirtualService that says none (routes_mesh.go).
 	Mesh MeshSource
+	// Services, when set, say which Services exist, for the status of
+	// the Gateway API routes (a store that is a GatewayStore); nil takes
+	// every Service as existing.
+	Services GatewayServices
+	// GatewayStatus, when set, takes the status of every Gateway API
+	// route attached to a Service; nil writes none.
+	GatewayStatus gwstatus.Writer
 }
 
 // Routes is the VirtualServices of a Store as generators read them
@@ -60,6 +68,13 @@ type Routes struct {
 	// is the same by object.
 	subsetUsers map[model.Hostname]map[string]bool
 	subsetHosts map[string][]model.Hostname
+	// gw is the Gateway API routes (gatewayroutes.go), merged into
+	// VirtualServices that naming and byHost hold beside the others.
+	gw gatewayState
+
+	// gwStore is store when it holds the Gateway API routes, else nil;
+	// set before store runs.
+	gwStore GatewayStore
 }
 
 // NewRoutes builds the route view of store; it follows store's events
@@ -86,6 +101,7 @@ func NewRoutes(store Store, opts RouteOptions) *Routes {
 	if opts.Mesh != nil {
 		opts.Mesh.AppendEventHandler(r.onMeshEvent)
 	}
+	r.watchGateway()
 	return r
 }
 
