@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus/statustest"
 )

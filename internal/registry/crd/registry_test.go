@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // ownAPIServer starts an API server for one test and stops it when the
@@ -99,6 +100,7 @@ func (e *events) take(ns string) []Event {
 type syncer struct {
 	net networkingclient.NetworkingV1Interface
 	sec securityclient.SecurityV1Interface
+	gw  gatewayclient.Interface
 	ns  string
 	n   int
 }
@@ -123,6 +125,7 @@ func (s *syncer) point(t *testing.T, rec *events) {
 		t.Fatal(err)
 	}
 	createSecurityObjects(t, s.sec, s.ns, name)
+	createGatewayObjects(t, s.gw, s.ns, name)
 	testenv.Eventually(t, "the events of sync point "+name, func() (bool, string) {
 		for _, k := range kinds {
 			if ev := (Event{Kind: k.kind, Namespace: s.ns, Name: name}); !rec.hasSynced(ev) {
@@ -224,6 +227,7 @@ func TestLateInstall(t *testing.T) {
 	}
 
 	env.InstallIstioCRDs(t)
+	env.InstallGatewayAPICRDs(t, "standard")
 	testenv.Eventually(t, "every kind watched and synced", func() (bool, string) {
 		for _, r := range []*Registry{all, scoped} {
 			for _, k := range kinds {
@@ -244,7 +248,7 @@ func TestLateInstall(t *testing.T) {
 	}
 	net := istio.NetworkingV1()
 	// Both registries watch nsA.
-	sp := &syncer{net: net, sec: istio.SecurityV1(), ns: nsA}
+	sp := &syncer{net: net, sec: istio.SecurityV1(), gw: gatewayClient(t, env), ns: nsA}
 	create := func(ns string) {
 		t.Helper()
 		dr, vs, se, we := objects(ns, "reviews")
@@ -261,6 +265,7 @@ func TestLateInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		createSecurityObjects(t, istio.SecurityV1(), ns, "reviews")
+		createGatewayObjects(t, sp.gw, ns, "reviews")
 	}
 	eventsOf := func(ns string) []Event {
 		var out []Event

@@ -61,6 +61,7 @@ func TestLateInstallSecurity(t *testing.T) {
 	}
 
 	env.InstallIstioCRDs(t)
+	env.InstallGatewayAPICRDs(t, "standard")
 	testenv.Eventually(t, "the security kinds watched and synced", func() (bool, string) {
 		return r.Watching(PeerAuthentication) && r.Watching(AuthorizationPolicy) && r.HasSynced(), ""
 	})
@@ -75,7 +76,7 @@ func TestLateInstallSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := istio.SecurityV1()
-	sp := &syncer{net: istio.NetworkingV1(), sec: sec, ns: ns}
+	sp := &syncer{net: istio.NetworkingV1(), sec: sec, gw: gatewayClient(t, env), ns: ns}
 	createSecurityObjects(t, sec, ns, "reviews")
 	waitEvents(t, sp, rec, ns, Event{PeerAuthentication, ns, "reviews"}, Event{AuthorizationPolicy, ns, "reviews"})
 
