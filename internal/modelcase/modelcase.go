@@ -12,6 +12,8 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -43,6 +45,13 @@ type Input struct {
 	// services above, as serve places it.
 	ServiceEntries  []*networkingv1.ServiceEntry  `json:"serviceEntries"`
 	WorkloadEntries []*networkingv1.WorkloadEntry `json:"workloadEntries"`
+	// HTTPRoutes and GRPCRoutes are the Gateway API's routes
+	// (gateway.networking.k8s.io/v1), converted as the Kubernetes source
+	// converts them, with ReferenceGrants (v1beta1); the case's services
+	// are the Services that exist.
+	HTTPRoutes      []*gatewayv1.HTTPRoute           `json:"httpRoutes"`
+	GRPCRoutes      []*gatewayv1.GRPCRoute           `json:"grpcRoutes"`
+	ReferenceGrants []*gatewayv1beta1.ReferenceGrant `json:"referenceGrants"`
 	// PeerAuthentications and AuthorizationPolicies are security
 	// policies in the model's form (Security), each list oldest first.
 	PeerAuthentications   []PeerAuthentication  `json:"peerAuthentications"`

@@ -60,7 +60,7 @@ func goldenRules(t testing.TB, in *goldenInput, suffix string) []*model.Destinat
 // fails the case: golden inputs show what is applied.
 func loadRoutes(t testing.TB, in *goldenInput, suffix string) model.RouteIndex {
 	t.Helper()
-	if len(in.VirtualServices) == 0 {
+	if len(in.VirtualServices) == 0 && len(in.HTTPRoutes) == 0 && len(in.GRPCRoutes) == 0 {
 		return nil
 	}
 	rules := goldenRules(t, in, suffix)
@@ -82,7 +82,7 @@ func loadRoutes(t testing.TB, in *goldenInput, suffix string) model.RouteIndex {
 			vss = append(vss, vs)
 		}
 	}
-	return model.NewStaticRoutes(vss)
+	return model.NewStaticRoutes(append(vss, goldenGatewayRoutes(t, in, suffix)...))
 }
 
 // loadSecurity indexes a golden input's security policies; nil without

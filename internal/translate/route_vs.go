@@ -83,22 +83,31 @@ func (g *routeGenerator) vsRoutes(c *Client, svc *model.Service, port int32, vs 
 				var v Vary
 				action, deps, v = g.vsAction(c, svc, port, hr, deps)
 				vary |= v
+				if vs.Gateway {
+					gatewayAction(action)
+				}
 			}
-			r := &route.Route{
-				Name:                    action.Name,
-				Match:                   routeMatch(m),
-				Action:                  action.Action,
-				TypedPerFilterConfig:    action.TypedPerFilterConfig,
-				RequestHeadersToAdd:     action.RequestHeadersToAdd,
-				RequestHeadersToRemove:  action.RequestHeadersToRemove,
-				ResponseHeadersToAdd:    action.ResponseHeadersToAdd,
-				ResponseHeadersToRemove: action.ResponseHeadersToRemove,
-			}
-			out = append(out, r)
-			if catchAll(r.Match) {
-				// As istiod: no request gets past a route that matches
-				// every request, so the routes after it are not sent.
-				return out, deps, vary
+			for _, rm := range routeMatches(m, vs.Gateway, c.GRPC) {
+				r := &route.Route{
+					Name:                    action.Name,
+					Match:                   rm,
+					Action:                  action.Action,
+					TypedPerFilterConfig:    action.TypedPerFilterConfig,
+					RequestHeadersToAdd:     action.RequestHeadersToAdd,
+					RequestHeadersToRemove:  action.RequestHeadersToRemove,
+					ResponseHeadersToAdd:    action.ResponseHeadersToAdd,
+					ResponseHeadersToRemove: action.ResponseHeadersToRemove,
+				}
+				if vs.Gateway {
+					gatewayRewrite(r)
+				}
+				out = append(out, r)
+				if catchAll(r.Match) {
+					// As istiod: no request gets past a route that
+					// matches every request, so the routes after it are
+					// not sent.
+					return out, deps, vary
+				}
 			}
 		}
 	}
