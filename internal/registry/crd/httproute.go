@@ -31,7 +31,13 @@ func ConvertHTTPRoute(obj *gatewayv1.HTTPRoute, o GatewayConvertOptions) *Gatewa
 		c.ignoreBoth("spec.hostnames", "a route attached to a Service routes the Service's hostname: hostnames are not read (as in istiod)")
 	}
 	var rules []model.HTTPRoute
-	for i, r := range obj.Spec.Rules {
+	specRules := obj.Spec.Rules
+	if len(specRules) == 0 {
+		// The CRD's default, which a folder's route does not get: one
+		// rule of every path, without a backend.
+		specRules = []gatewayv1.HTTPRouteRule{{}}
+	}
+	for i, r := range specRules {
 		rules = append(rules, c.httpRule(fmt.Sprintf("spec.rules[%d]", i), i, r)...)
 	}
 	return c.finish(obj, parents, rules)
@@ -108,7 +114,9 @@ func (c *gwConverter) httpRule(path string, i int, r gatewayv1.HTTPRouteRule) []
 	c.answer(path, &base, backends, unsupported)
 	matches := r.Matches
 	if len(matches) == 0 {
-		return []model.HTTPRoute{base}
+		// The CRD's default (a folder's route does not get it): every
+		// path, which ranks as a prefix among the other rules.
+		matches = []gatewayv1.HTTPRouteMatch{{}}
 	}
 	var out []model.HTTPRoute
 	for j, m := range matches {
@@ -203,6 +211,7 @@ func (c *gwConverter) redirect(path string, f *gatewayv1.HTTPRequestRedirectFilt
 	if f.Hostname != nil {
 		out.Authority = string(*f.Hostname)
 	}
+	out.Code = 302 // the CRD's default
 	if f.StatusCode != nil {
 		out.Code = uint32(*f.StatusCode)
 	}

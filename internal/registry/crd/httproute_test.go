@@ -142,21 +142,21 @@ func TestConvertHTTPRoute(t *testing.T) {
 			name: "weighted backends, port as a match, producer",
 			doc: parent + `  rules:
   - backendRefs: [{name: v1, port: 80, weight: 3}, {name: v2, port: 80, weight: 1}, {name: v3, port: 80, weight: 0}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> v1.shop:80@3 v2.shop:80@1",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@3 v2.shop:80@1",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 		},
 		{
 			name: "one backend takes every request, whatever its weight",
 			doc: parent + `  rules:
   - backendRefs: [{name: v1, port: 80, weight: 7}, {name: v2, port: 80, weight: 0}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> v1.shop:80@100",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 		},
 		{
 			name: "every weight 0: the rule answers 500",
 			doc: parent + `  rules:
   - backendRefs: [{name: v1, port: 80, weight: 0}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> answer 500",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> answer 500",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 			grpc: []string{"spec.rules[0].backendRefs"},
 		},
@@ -168,7 +168,7 @@ spec:
   rules:
   - backendRefs: [{name: cart-canary, namespace: shop, port: 80}]`,
 			opts: GatewayConvertOptions{Grants: []*gatewayv1beta1.ReferenceGrant{grant("web", "shop", "HTTPRoute")}},
-			want: []string{"cart.shop consumer", "  web.r.0 -> cart-canary.shop:80@100",
+			want: []string{"cart.shop consumer", "  web.r.0 [uri^=/] -> cart-canary.shop:80@100",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 		},
 		{
@@ -179,7 +179,7 @@ spec:
   rules:
   - backendRefs: [{name: cart-canary, namespace: shop, port: 80}, {name: local, port: 80}]`,
 			opts: GatewayConvertOptions{Grants: []*gatewayv1beta1.ReferenceGrant{grant("web", "shop", "GRPCRoute"), grant("other", "shop", "HTTPRoute")}},
-			want: []string{"cart.shop consumer", "  web.r.0 -> local.web:80@100",
+			want: []string{"cart.shop consumer", "  web.r.0 [uri^=/] -> local.web:80@100",
 				"cart: Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted"},
 			grpc:  []string{"spec.rules[0].backendRefs[0]"},
 			envoy: []string{"spec.rules[0].backendRefs[0]"},
@@ -188,7 +188,7 @@ spec:
 			name: "a backend of another kind is left out; none left: 500",
 			doc: parent + `  rules:
   - backendRefs: [{group: example.com, kind: Bucket, name: b, port: 80}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> answer 500",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> answer 500",
 				"cart: Accepted=True/Accepted ResolvedRefs=False/InvalidKind"},
 			grpc:  []string{"spec.rules[0].backendRefs[0]", "spec.rules[0].backendRefs"},
 			envoy: []string{"spec.rules[0].backendRefs[0]"},
@@ -198,7 +198,7 @@ spec:
 			doc: parent + `  rules:
   - backendRefs: [{name: gone, port: 80}]`,
 			opts: GatewayConvertOptions{ServiceExists: missing},
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> gone.shop:80@100",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> gone.shop:80@100",
 				"cart: Accepted=True/Accepted ResolvedRefs=False/BackendNotFound"},
 		},
 		{
@@ -239,7 +239,7 @@ spec:
 			doc: parent + `  rules:
   - timeouts: {request: 10s, backendRequest: 2s}
     backendRefs: [{name: v1, port: 80}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> v1.shop:80@100 timeout=2s",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100 timeout=2s",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 		},
 		{
@@ -249,7 +249,7 @@ spec:
     retry: {attempts: 3, codes: [503], backoff: 100ms}
     backendRefs: [{name: v1, port: 80}]`,
 			want: []string{"cart.shop producer",
-				"  shop.r.0 [port=8080] -> v1.shop:80@100 timeout=10s retries=3/connect-failure,refused-stream,unavailable,cancelled,503/2s/100ms",
+				"  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100 timeout=10s retries=3/connect-failure,refused-stream,unavailable,cancelled,503/2s/100ms",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 			grpc: []string{"spec.rules[0].retry.codes", "spec.rules[0].timeouts.backendRequest"},
 		},
@@ -258,7 +258,7 @@ spec:
 			doc: parent + `  rules:
   - retry: {attempts: 0}
     backendRefs: [{name: v1, port: 80}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> v1.shop:80@100 retries=0//0s/0s",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100 retries=0//0s/0s",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 		},
 		{
@@ -275,7 +275,7 @@ spec:
       requestMirror: {backendRef: {name: shadow, port: 80}, fraction: {numerator: 1, denominator: 4}}
     backendRefs: [{name: v1, port: 80}]`,
 			want: []string{"cart.shop producer",
-				`  shop.r.0 [port=8080] -> v1.shop:80@100 rewrite="/v2","cart.internal","","" mirror=shadow.shop:80@25 headers=map[x-env:prod]map[x-via:mesh][x-debug]/map[x-served:1]map[][]`,
+				`  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100 rewrite="/v2","cart.internal","","" mirror=shadow.shop:80@25 headers=map[x-env:prod]map[x-via:mesh][x-debug]/map[x-served:1]map[][]`,
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 			grpc: []string{"spec.rules[0].filters[0]", "spec.rules[0].filters[1]", "spec.rules[0].filters[2]", "spec.rules[0].filters[3].requestMirror"},
 		},
@@ -284,7 +284,7 @@ spec:
 			doc: parent + `  rules:
   - filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplaceFullPath, replaceFullPath: /index}}}]
     backendRefs: [{name: v1, port: 80}]`,
-			want: []string{"cart.shop producer", `  shop.r.0 [port=8080] -> v1.shop:80@100 rewrite="","","/.*","/index"`,
+			want: []string{"cart.shop producer", `  shop.r.0 [port=8080 uri^=/] -> v1.shop:80@100 rewrite="","","/.*","/index"`,
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 			grpc: []string{"spec.rules[0].filters[0]"},
 		},
@@ -292,7 +292,7 @@ spec:
 			name: "a redirect answers by itself",
 			doc: parent + `  rules:
   - filters: [{type: RequestRedirect, requestRedirect: {hostname: new.example.com, statusCode: 301, scheme: https}}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> redirect new.example.com 301",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> redirect new.example.com 301",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
 			grpc:  []string{"spec.rules[0].filters[0]"},
 			envoy: []string{"spec.rules[0].filters[0].requestRedirect.scheme"},
@@ -304,7 +304,7 @@ spec:
     backendRefs: [{name: v1, port: 80}]
   - matches: [{path: {value: /ok}}]
     backendRefs: [{name: v1, port: 80}]`,
-			want: []string{"cart.shop producer", "  shop.r.0 [port=8080] -> answer 500", "  shop.r.1 [port=8080 uri^=/ok] -> v1.shop:80@100",
+			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> answer 500", "  shop.r.1 [port=8080 uri^=/ok] -> v1.shop:80@100",
 				"cart: Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs"},
 			grpc:  []string{"spec.rules[0].filters[0]"},
 			envoy: []string{"spec.rules[0].filters[0]"},
@@ -399,8 +399,8 @@ func TestMergeGatewayRoutes(t *testing.T) {
 		"shop.z-older.0 [uri^=/api a=b] -> v1.shop:80@100",
 		"shop.z-older.0 [uri^=/api] -> v1.shop:80@100",
 		"shop.a-newer.0 [uri^=/api] -> v2.shop:80@100",
-		"shop.z-older.1 -> v1.shop:80@100",
-		"shop.a-newer.1 -> v2.shop:80@100",
+		"shop.z-older.1 [uri^=/] -> v1.shop:80@100",
+		"shop.a-newer.1 [uri^=/] -> v2.shop:80@100",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
