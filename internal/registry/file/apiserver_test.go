@@ -300,6 +300,7 @@ func TestVerdictsAgreeWithTheAPIServer(t *testing.T) {
 		cases = append(cases, c)
 	}
 	env.InstallIstioCRDs(t) // the Istio kinds' cases (istio_parse_test.go)
+	env.InstallGatewayAPICRDs(t, "standard") // the Gateway API kinds' cases (gateway_parse_test.go)
 	api := newAPIServer(t)
 	seen := map[string]bool{}
 	for _, tc := range cases {

@@ -168,7 +168,8 @@ func sortedObjectKeys(objs map[string]*Object) []string {
 // views, kind by kind in a fixed order, then by namespace and name.
 func (s *IstioStore) notify(before, after *view) {
 	var events []crd.Event
-	for _, k := range []crd.Kind{crd.DestinationRule, crd.VirtualService, crd.ServiceEntry, crd.WorkloadEntry, crd.PeerAuthentication, crd.AuthorizationPolicy} {
+	for _, k := range []crd.Kind{crd.DestinationRule, crd.VirtualService, crd.ServiceEntry, crd.WorkloadEntry, crd.PeerAuthentication, crd.AuthorizationPolicy,
+		crd.HTTPRoute, crd.GRPCRoute, crd.ReferenceGrant} {
 		union := map[string]*Object{}
 		for key, o := range before.istio[k] {
 			union[key] = o
@@ -211,6 +212,10 @@ func sameIstioObject(a, b *Object) bool {
 	}
 	ma, sa := istioParts(a.Obj)
 	mb, sb := istioParts(b.Obj)
+	if ma == nil {
+		// A Gateway API object: plain Go types.
+		return equality.Semantic.DeepEqual(a.Obj, b.Obj)
+	}
 	return equality.Semantic.DeepEqual(ma, mb) && proto.Equal(sa, sb)
 }
 

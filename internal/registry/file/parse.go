@@ -65,7 +65,7 @@ var kindVersions = map[string]string{
 	"EndpointSlice": "discovery.k8s.io/v1",
 }
 
-const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node, DestinationRule, VirtualService, ServiceEntry, WorkloadEntry, PeerAuthentication, AuthorizationPolicy (or a v1 List of them)"
+const supportedKinds = "Namespace, Service, EndpointSlice, Pod, Node, DestinationRule, VirtualService, ServiceEntry, WorkloadEntry, PeerAuthentication, AuthorizationPolicy, HTTPRoute, GRPCRoute, ReferenceGrant (or a v1 List of them)"
 
 // Object is one Kubernetes object read from a file, already defaulted
 // and validated.
@@ -304,9 +304,12 @@ func decodeObject(path string, doc document, prefix string, js []byte) (*Object,
 	}
 	versions := []string{kindVersions[tm.Kind]}
 	newIstio, isIstio := istioKinds[tm.Kind]
+	gatewayVersions, isGateway := gatewayKinds[tm.Kind]
 	switch {
 	case isIstio:
 		versions = istioKindVersions(tm.Kind)
+	case isGateway:
+		versions = gatewayVersions
 	case versions[0] == "":
 		return nil, problem("kind", "Unsupported value: %q: supported kinds are %s", tm.Kind, supportedKinds)
 	}
@@ -322,6 +325,9 @@ func decodeObject(path string, doc document, prefix string, js []byte) (*Object,
 	}
 	if isIstio {
 		return decodeIstioObject(path, doc, prefix, js, tm.Kind, newIstio)
+	}
+	if isGateway {
+		return decodeGatewayObject(path, doc, prefix, js, tm.Kind)
 	}
 
 	var (

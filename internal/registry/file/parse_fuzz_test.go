@@ -14,6 +14,8 @@ import (
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 )
 
 // fuzzBase is a second file of the fuzzed folder, so that the fuzzed
@@ -126,7 +128,8 @@ func checkVerdict(t *testing.T, objs []*Object, problems []Problem) {
 			namespaced = false
 		case *corev1.Service, *corev1.Pod, *discoveryv1.EndpointSlice,
 			*networkingv1.DestinationRule, *networkingv1.VirtualService, *networkingv1.ServiceEntry, *networkingv1.WorkloadEntry,
-			*securityv1.PeerAuthentication, *securityv1.AuthorizationPolicy:
+			*securityv1.PeerAuthentication, *securityv1.AuthorizationPolicy,
+			*gatewayv1.HTTPRoute, *gatewayv1.GRPCRoute, *gatewayv1beta1.ReferenceGrant:
 		default:
 			t.Fatalf("an accepted %s of type %T", o.Kind, o.Obj)
 		}

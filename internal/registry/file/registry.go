@@ -537,7 +537,8 @@ func (v *view) add(o *Object) {
 	case *corev1.Node:
 		v.nodes[obj.Name] = obj
 	default:
-		if _, ok := istioKinds[o.Kind]; ok {
+		_, gateway := gatewayKinds[o.Kind]
+		if _, ok := istioKinds[o.Kind]; ok || gateway {
 			k := crd.Kind(o.Kind)
 			if v.istio[k] == nil {
 				v.istio[k] = map[string]*Object{}
