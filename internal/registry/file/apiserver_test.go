@@ -299,7 +299,7 @@ func TestVerdictsAgreeWithTheAPIServer(t *testing.T) {
 		c.verdict = folderVerdict
 		cases = append(cases, c)
 	}
-	env.InstallIstioCRDs(t) // the Istio kinds' cases (istio_parse_test.go)
+	env.InstallIstioCRDs(t)                  // the Istio kinds' cases (istio_parse_test.go)
 	env.InstallGatewayAPICRDs(t, "standard") // the Gateway API kinds' cases (gateway_parse_test.go)
 	api := newAPIServer(t)
 	seen := map[string]bool{}
