@@ -54,7 +54,11 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 	policies := crd.NewPolicies(store, crd.PolicyOptions{DomainSuffix: f.domainSuffix, Mesh: mesh, Status: status})
 	return istioServing{
 		policies: policies,
-		routes:   crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh}),
+		// The Kubernetes (or folder's) Services are those Gateway API
+		// routes attach to and route to (their status says whether
+		// each exists).
+		routes: crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh,
+			Services: services}),
 		security: crd.NewSecurity(store, crd.SecurityOptions{Mesh: mesh, Status: status, AuthzGRPCIgnored: translate.AuthorizationGRPCIgnored}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{

@@ -15,8 +15,8 @@ import (
 
 // checkServiceAccountIstioAccess asks the API server what deploy/'s RBAC
 // lets the ServiceAccount do with Istio's configuration and its CRDs:
-// list and watch on exactly the six kinds meshpilot reads, and on exactly
-// their CRDs (crd.CRDNames), by name.
+// list and watch on exactly the kinds meshpilot reads (Istio's and the
+// Gateway API's), and on exactly their CRDs (crd.CRDNames), by name.
 func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 	t.Helper()
 	type access struct {
@@ -27,6 +27,7 @@ func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 	read := []struct{ group, resource string }{
 		{crd.Group, "destinationrules"}, {crd.Group, "virtualservices"}, {crd.Group, "serviceentries"}, {crd.Group, "workloadentries"},
 		{crd.SecurityGroup, "peerauthentications"}, {crd.SecurityGroup, "authorizationpolicies"},
+		{crd.GatewayGroup, "httproutes"}, {crd.GatewayGroup, "grpcroutes"}, {crd.GatewayGroup, "referencegrants"},
 	}
 	if len(read) != len(crd.CRDNames()) {
 		t.Fatalf("the test checks %d kinds, meshpilot reads %d (%v)", len(read), len(crd.CRDNames()), crd.CRDNames())
@@ -48,6 +49,9 @@ func checkServiceAccountIstioAccess(t *testing.T, ns, sa string) {
 		access{"list", crd.Group, "gateways", "", false},
 		access{"list", crd.Group, "sidecars", "", false},
 		access{"list", crd.SecurityGroup, "requestauthentications", "", false},
+		access{"list", crd.GatewayGroup, "gateways", "", false},
+		access{"list", crd.GatewayGroup, "tcproutes", "", false},
+		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "gateways.gateway.networking.k8s.io", false},
 		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "requestauthentications.security.istio.io", false},
 		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "", false},
 		access{"list", "apiextensions.k8s.io", "customresourcedefinitions", "gateways.networking.istio.io", false})
@@ -85,6 +89,7 @@ func checkIstioLateInstall(t *testing.T, out *testutil.Buffer) {
 	t.Helper()
 	awaitOutput(t, out, istioMissingLine, 1)
 	env.InstallIstioCRDs(t)
+	env.InstallGatewayAPICRDs(t, "standard")
 	awaitOutput(t, out, istioAvailableLine, len(crd.CRDNames()))
 	if n := strings.Count(out.String(), istioMissingLine); n != 1 {
 		t.Fatalf("%q logged %d times, want once:\n%s", istioMissingLine, n, out.String())
