@@ -3,10 +3,13 @@
 // WorkloadEntries (networking.istio.io/v1), and the security kinds,
 // PeerAuthentications and AuthorizationPolicies (security.istio.io/v1),
 // through shared informers on internal/kubeapi's narrow clients, one per
-// API group: istio.io/client-go's types, not its clientset, which would
-// link every Istio API group.
+// API group version: istio.io/client-go's types, not its clientset, which
+// would link every Istio API group. Beside them it watches the Gateway
+// API's routes of the mesh, HTTPRoutes and GRPCRoutes
+// (gateway.networking.k8s.io/v1), and ReferenceGrants (v1beta1), with
+// sigs.k8s.io/gateway-api's types.
 //
-// The CustomResourceDefinitions are optional. Registry watches the six
+// The CustomResourceDefinitions are optional. Registry watches the nine
 // CRDs themselves (one tiny informer each, by name); while a kind's CRD is
 // not installed, or not Established, or does not serve v1, nothing is
 // watched for it and meshpilot runs as it does without Istio, saying so in
@@ -61,6 +64,16 @@
 // served to gRPC clients as istiod serves them, and reported through a
 // configstatus.Reporter (what grpc-go does not honour with it). A change is a model.ConfigChanged event with
 // the VirtualServiceKey of the hosts it touched.
+// HTTPRoutes and GRPCRoutes attached to Services (GAMMA) reach xDS
+// through Routes too, when the Store is a GatewayStore: each converted
+// as istiod converts it for the mesh (ConvertHTTPRoute,
+// ConvertGRPCRoute), the routes of one namespace for one host merged by
+// the Gateway API's precedence (MergeGatewayRoutes) into a
+// model.VirtualService marked Gateway, which the index picks beside the
+// VirtualServices as istiod does (a consumer route for its namespace
+// alone). Their status per Service parent goes to a gwstatus.Writer,
+// what clients do not get of them to the configstatus.Reporter; a
+// ReferenceGrant, or a Service that comes or goes, converts them again.
 // PeerAuthentications and AuthorizationPolicies reach gRPC servers'
 // inbound listeners through Security (model.SecurityIndex): each
 // converted (ConvertPeerAuthentication, ConvertAuthorizationPolicy) and
