@@ -135,6 +135,11 @@ func (r *Routes) gatewayOptions() GatewayConvertOptions {
 // again, reports the route's status and pushes the hosts whose merged
 // routes changed.
 func (r *Routes) updateGateway(kind, namespace, name string) {
+	// The store's events and the Services' come on different
+	// goroutines: one update at a time, so that a conversion that read
+	// older Services never replaces a newer one, nor its status.
+	r.gwUpdate.Lock()
+	defer r.gwUpdate.Unlock()
 	var conv *GatewayRoute
 	switch kind {
 	case gwstatus.KindHTTPRoute:

@@ -75,6 +75,9 @@ type Routes struct {
 	// gwStore is store when it holds the Gateway API routes, else nil;
 	// set before store runs.
 	gwStore GatewayStore
+	// gwUpdate serializes the updates of Gateway API routes (taken
+	// before mu).
+	gwUpdate sync.Mutex
 }
 
 // NewRoutes builds the route view of store; it follows store's events
