@@ -1,10 +1,13 @@
 package crd
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -14,6 +17,7 @@ import (
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 
 	"github.com/meshpilot/meshpilot/internal/gwstatus"
+	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
@@ -145,4 +149,52 @@ func istioClient(t *testing.T, env *testenv.Env) *istioclient.Clientset {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestGatewayAPIExperimentalRetry: a rule's retry, a field of the
+// experimental channel's CRD (which the API server's validation checks),
+// reaches the route the index serves.
+func TestGatewayAPIExperimentalRetry(t *testing.T) {
+	env := ownAPIServer(t)
+	env.InstallGatewayAPICRDs(t, "experimental")
+	ns := env.Namespace(t, nil)
+	r, err := NewForConfig(env.Config, Options{Namespaces: []string{ns}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := NewRoutes(r, RouteOptions{})
+	runRegistry(t, r)
+	hr := parseHTTPRoute(t, `metadata: {name: cart, namespace: `+ns+`}
+spec:
+  parentRefs: [{group: "", kind: Service, name: cart}]
+  rules:
+  - retry: {attempts: 3, codes: [503], backoff: 100ms}
+    timeouts: {request: 10s, backendRequest: 2s}
+    backendRefs: [{name: cart, port: 80}]`)
+	if _, err := gatewayClient(t, env).GatewayV1().HTTPRoutes(ns).Create(t.Context(), hr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := model.ServiceHostname("cart", ns, "")
+	testenv.Eventually(t, "the route's retry served", func() (bool, string) {
+		vs, _ := routes.VirtualServiceFor(host, ns)
+		if vs == nil || len(vs.HTTP) != 1 || vs.HTTP[0].Retries == nil {
+			return false, fmt.Sprintf("%+v", vs)
+		}
+		rt := vs.HTTP[0].Retries
+		return rt.Attempts == 3 && rt.PerTryTimeout == 2*time.Second && rt.Backoff == 100*time.Millisecond &&
+			strings.HasSuffix(rt.RetryOn, ",503"), fmt.Sprintf("%+v", rt)
+	})
+}
+
+func runRegistry(t *testing.T, r *Registry) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 }
