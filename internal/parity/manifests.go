@@ -33,6 +33,9 @@ func notComparable(in *modelcase.Input) string {
 	if len(in.PeerAuthentications)+len(in.AuthorizationPolicies) > 0 {
 		return "the case's security policies are in the model's form, which the harness does not write as Istio's objects"
 	}
+	if len(in.HTTPRoutes)+len(in.GRPCRoutes)+len(in.ReferenceGrants) > 0 {
+		return "the case's Gateway API routes: the harness does not install the Gateway API's CRDs nor write them"
+	}
 	for _, s := range in.Services {
 		if s.Source != "" {
 			return fmt.Sprintf("service %s/%s comes from source %q: a case of several registries has no form in one cluster", s.Namespace, s.Name, s.Source)
