@@ -3,6 +3,7 @@ package crd
 import (
 	"reflect"
 	"slices"
+	"strings"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -102,19 +103,10 @@ func (r *Routes) updateAllGateway() {
 func (r *Routes) updateGatewayKeys(keys []string) {
 	slices.Sort(keys)
 	for _, k := range slices.Compact(keys) {
-		kind, rest, _ := cutKey(k)
+		kind, rest, _ := strings.Cut(k, "/")
 		ns, name := splitKey(rest)
 		r.updateGateway(kind, ns, name)
 	}
-}
-
-func cutKey(k string) (kind, rest string, ok bool) {
-	for i := range len(k) {
-		if k[i] == '/' {
-			return k[:i], k[i+1:], true
-		}
-	}
-	return k, "", false
 }
 
 // gatewayOptions are the conversion's options now: the grants in force
