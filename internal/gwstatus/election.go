@@ -137,7 +137,10 @@ func (e *elector) renew(ctx context.Context) {
 			last = e.now()
 			continue
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errHeld) {
+			// Another replica holds the Lease (it was taken over,
+			// or released by hand): stop writing now rather than at
+			// the deadline.
 			return
 		}
 		e.log.Debug("gateway status: cannot renew the lease", "lease", e.name, "err", err)
