@@ -159,3 +159,27 @@ func dump(v any) string {
 	}
 	return string(b)
 }
+
+func TestCheckControllerName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		DefaultControllerName:      true,
+		"example.com/a/b-c_d~e":    true,
+		"mesh-controller":          false, // no domain
+		"Example.com/mesh":         false, // upper case domain
+		"example.com/":             false,
+		"":                         false,
+		"example.com/" + long(250): false,
+	} {
+		if err := CheckControllerName(name); (err == nil) != ok {
+			t.Errorf("CheckControllerName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+}
+
+func long(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a'
+	}
+	return string(b)
+}

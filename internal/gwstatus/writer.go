@@ -105,6 +105,9 @@ func NewKubeWriter(opts Options) (*KubeWriter, error) {
 		return nil, errors.New("gwstatus: a config, a client, the Lease's namespace and an identity are required")
 	}
 	opts.ControllerName = or(opts.ControllerName, DefaultControllerName)
+	if err := CheckControllerName(opts.ControllerName); err != nil {
+		return nil, fmt.Errorf("gwstatus: %w", err)
+	}
 	opts.LeaseName = or(opts.LeaseName, DefaultLeaseName)
 	opts.LeaseDuration = or(opts.LeaseDuration, DefaultLeaseDuration)
 	opts.RenewDeadline = or(opts.RenewDeadline, DefaultRenewDeadline)
