@@ -60,6 +60,7 @@ type elector struct {
 	// Owned by the goroutine running campaign.
 	observed     *coordinationv1.Lease // the Lease as last read or written
 	observedTime time.Time             // when observed last changed, by this clock
+	failing      bool                  // the last read or write of the Lease failed (logged once per outage)
 }
 
 // campaign runs the election until ctx ends: it waits to acquire the
@@ -97,11 +98,9 @@ func (e *elector) campaign(ctx context.Context, lead func(context.Context)) {
 func (e *elector) acquire(ctx context.Context) bool {
 	for {
 		err := e.tryAcquireOrRenew(ctx)
+		e.report(ctx, err)
 		if err == nil {
 			return true
-		}
-		if !errors.Is(err, errHeld) && ctx.Err() == nil {
-			e.log.Debug("gateway status: cannot take the lease", "lease", e.name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -133,6 +132,7 @@ func (e *elector) renew(ctx context.Context) {
 		tryCtx, cancel := context.WithTimeout(ctx, left)
 		err := e.tryAcquireOrRenew(tryCtx)
 		cancel()
+		e.report(ctx, err)
 		if err == nil {
 			last = e.now()
 			continue
@@ -143,11 +143,28 @@ func (e *elector) renew(ctx context.Context) {
 			// the deadline.
 			return
 		}
-		e.log.Debug("gateway status: cannot renew the lease", "lease", e.name, "err", err)
 	}
 }
 
 var errHeld = errors.New("the lease is held by another replica")
+
+// report logs the first failure to read or write the Lease (a Lease
+// held by another replica is no failure) and the recovery after it:
+// a replica that cannot take part (no RBAC, an admission policy refusing
+// it) must say so once, not stay silent nor log every retry.
+func (e *elector) report(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	reached := err == nil || errors.Is(err, errHeld)
+	switch {
+	case !reached && !e.failing:
+		e.log.Warn("gateway status: cannot take or renew the lease; routes' status is written by whichever replica can", "lease", e.name, "err", err)
+	case reached && e.failing:
+		e.log.Info("gateway status: the lease is reachable again", "lease", e.name)
+	}
+	e.failing = !reached
+}
 
 // tryAcquireOrRenew reads the Lease and, when it is free, expired (by
 // this clock) or already this candidate's, writes it as this candidate's,

@@ -84,10 +84,13 @@ type KubeWriter struct {
 	// desired holds the status meshpilot means each route to have.
 	desired map[routeKey]RouteStatus
 	// gone holds the routes Deleted whose entries of ours may still be
-	// on the object: false until a write (or a read finding none)
-	// cleared them, then true, so that a route Deleted again and again
-	// (one never attached to a Service) is read once.
-	gone map[routeKey]bool
+	// on the object, until a write or a read finding none clears them.
+	// Nothing is kept of a route once cleared, so that routes come and
+	// go without leaving a trace here; a route Deleted again costs the
+	// leader one more read. The value is the Delete's number (seq), so
+	// that a sync clears only the Delete it saw, not a later one.
+	gone map[routeKey]uint64
+	seq  uint64
 	// queue holds the routes to check while this replica leads; nil
 	// otherwise.
 	queue workqueue.TypedRateLimitingInterface[routeKey]
@@ -137,7 +140,7 @@ func NewKubeWriter(opts Options) (*KubeWriter, error) {
 		},
 		wake:    make(chan struct{}),
 		desired: map[routeKey]RouteStatus{},
-		gone:    map[routeKey]bool{},
+		gone:    map[routeKey]uint64{},
 	}, nil
 }
 
@@ -150,16 +153,17 @@ func or[T comparable](v, def T) T {
 }
 
 // Identity is a replica's name in the election: its Pod's name (POD_NAME,
-// from the downward API), else its hostname; with a random suffix, so
-// that two processes of one host (or a restarted Pod still listed as the
-// holder) never take each other for the holder.
+// from the downward API), unique among live Pods, so that a container
+// restarted in the same Pod takes its Lease back at once; else its
+// hostname with a random suffix, since two processes of one host must
+// never take each other for the holder.
 func Identity() (string, error) {
-	name := os.Getenv("POD_NAME")
-	if name == "" {
-		var err error
-		if name, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("gwstatus: no identity: POD_NAME unset and %w", err)
-		}
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name, nil
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("gwstatus: no identity: POD_NAME unset and %w", err)
 	}
 	return name + "_" + utilrand.String(5), nil
 }
@@ -181,14 +185,17 @@ func (w *KubeWriter) Set(s RouteStatus) {
 }
 
 // Delete forgets a route's desired status; its entries of ours are
-// removed if it still exists.
+// removed if it still exists. The leader reads the route once for each
+// Delete of a route that has no desired status, so that entries of ours
+// left from before (a Service parent removed while no replica led) go
+// too.
 func (w *KubeWriter) Delete(kind, namespace, name string) {
 	k := routeKey{kind, namespace, name}
 	w.mu.Lock()
-	_, had := w.desired[k]
-	if _, known := w.gone[k]; had || !known {
+	if _, pending := w.gone[k]; !pending {
 		delete(w.desired, k)
-		w.gone[k] = false
+		w.seq++
+		w.gone[k] = w.seq
 		w.enqueueLocked(k)
 	}
 	w.mu.Unlock()
@@ -229,10 +236,8 @@ func (w *KubeWriter) lead(ctx context.Context) {
 	for k := range w.desired {
 		q.Add(k)
 	}
-	for k, cleared := range w.gone {
-		if !cleared {
-			q.Add(k)
-		}
+	for k := range w.gone {
+		q.Add(k)
 	}
 	w.mu.Unlock()
 	w.leading.Store(true)
@@ -282,9 +287,9 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 	for range conflictRetries {
 		w.mu.Lock()
 		want, has := w.desired[k]
-		cleared, isGone := w.gone[k]
+		deleted, isGone := w.gone[k]
 		w.mu.Unlock()
-		if !has && (!isGone || cleared) {
+		if !has && !isGone {
 			return nil
 		}
 		r, found, err := api.read(ctx, k.namespace, k.name)
@@ -295,7 +300,7 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 			return err
 		}
 		if !found {
-			w.clearGone(k, false)
+			w.clearGone(k, deleted)
 			return nil
 		}
 		var parents []ParentStatus
@@ -312,7 +317,7 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 		}
 		next := mergeParents(*r.parents, parents, w.controller, k.namespace, r.generation, metav1.NewTime(w.opts.Now()).Rfc3339Copy())
 		if apiequality.Semantic.DeepEqual(next, *r.parents) {
-			w.clearGone(k, true)
+			w.clearGone(k, deleted)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -321,7 +326,7 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 		*r.parents = next
 		err = api.writeStatus(ctx, r)
 		if err == nil {
-			w.clearGone(k, true)
+			w.clearGone(k, deleted)
 			return nil
 		}
 		if !apierrors.IsConflict(err) {
@@ -331,19 +336,14 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 	return fmt.Errorf("%d conflicting writes in a row", conflictRetries)
 }
 
-// clearGone records that a Deleted route holds no entry of ours (keep)
-// or no longer exists (forget), unless it was Set again meanwhile.
-func (w *KubeWriter) clearGone(k routeKey, keep bool) {
+// clearGone forgets a Deleted route whose entries of ours are gone,
+// unless it was Deleted again (or Set) since the sync read deleted.
+func (w *KubeWriter) clearGone(k routeKey, deleted uint64) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, isGone := w.gone[k]; !isGone {
-		return
-	}
-	if keep {
-		w.gone[k] = true
-	} else {
+	if seq, ok := w.gone[k]; ok && seq == deleted {
 		delete(w.gone, k)
 	}
+	w.mu.Unlock()
 }
 
 func deepCopyParents(ps []ParentStatus) []ParentStatus {

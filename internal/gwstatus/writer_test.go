@@ -409,3 +409,36 @@ func TestALeaderWhoseLeaseIsTakenStopsWriting(t *testing.T) {
 		t.Errorf("a replica that lost the Lease wrote the status: %+v", now.Status.Parents)
 	}
 }
+
+// TestDeleteRemovesEntriesLeftFromBefore: a route meshpilot has no
+// status for, whose entry of ours was written before (its Service parent
+// removed while no replica led), loses that entry on Delete, and the
+// writer keeps nothing of it, nor of a route that does not exist.
+func TestDeleteRemovesEntriesLeftFromBefore(t *testing.T) {
+	env.InstallGatewayAPICRDs(t, "standard")
+	ns := env.Namespace(t, nil)
+	route := createRoute(t, ns, "echo", "echo")
+	left := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	route.Status.Parents = []gatewayv1.RouteParentStatus{
+		{ParentRef: serviceRef("removed"), ControllerName: DefaultControllerName, Conditions: []metav1.Condition{{Type: "Accepted",
+			Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: metav1.NewTime(left), ObservedGeneration: 1}}},
+		{ParentRef: serviceRef("echo"), ControllerName: "example.com/mesh", Conditions: []metav1.Condition{{Type: "Accepted",
+			Status: metav1.ConditionTrue, Reason: "Accepted", LastTransitionTime: metav1.NewTime(left), ObservedGeneration: 1}}},
+	}
+	if _, err := httpRoutes(t, ns).UpdateStatus(context.Background(), route, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, ns, "a")
+	a.w.Delete(KindHTTPRoute, ns, "echo")
+	a.w.Delete(KindHTTPRoute, ns, "never-created")
+	a.w.Delete(KindGRPCRoute, ns, "echo") // no such GRPCRoute
+	awaitLeader(t, a)
+	testenv.Eventually(t, "our entry removed and the writer's record of the Deletes cleared", func() (bool, string) {
+		r := getRoute(t, ns, "echo")
+		a.w.mu.Lock()
+		pending := len(a.w.gone)
+		a.w.mu.Unlock()
+		return len(r.Status.Parents) == 1 && r.Status.Parents[0].ControllerName == "example.com/mesh" && pending == 0,
+			fmt.Sprintf("status %+v, %d Deletes pending", r.Status.Parents, pending)
+	})
+}
