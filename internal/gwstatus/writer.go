@@ -293,13 +293,12 @@ func (w *KubeWriter) sync(ctx context.Context, k routeKey) error {
 			return nil
 		}
 		r, found, err := api.read(ctx, k.namespace, k.name)
-		if apierrors.IsNotFound(err) {
-			return nil // the kind's CRD is not installed: no such route
-		}
-		if err != nil {
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		if !found {
+		// A NotFound list: the kind's CRD is not installed, so no
+		// route of the kind exists either.
+		if err != nil || !found {
 			w.clearGone(k, deleted)
 			return nil
 		}
