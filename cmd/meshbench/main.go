@@ -62,8 +62,9 @@ LDS -> RDS -> CDS -> EDS, every response ACKed) and measures:
             subscribed client holding the new address as HEALTHY: from
             the write's start, and from its return (negative for clients
             that had it before the write returned; the count is shown)
-  routes    with --traffic-rules, from a VirtualService weight change to
-            each subscribed client holding the route with the new weights
+  routes    with --traffic-rules or --gateway-routes, from a VirtualService's
+            or HTTPRoute's weight change to each subscribed client holding
+            the route with the new weights
   policies  with --security-policies, from an AuthorizationPolicy change
             to the simulated gRPC server it selects holding the inbound
             listener whose RBAC filter enforces it
@@ -165,6 +166,7 @@ kube-apiserver/etcd via internal/testenv) or pass --meshpilot.`,
 	f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the random choice of services")
 	f.DurationVar(&cfg.Soak, "soak", 0, "instead of --changes, churn for this long after convergence (endpoints replaced at --rate, two clients restarting every half --soak-sample, a service created and one deleted every three) and report the trend of meshpilot's RSS, heap, goroutines and open streams and the changes missed; fails on a miss or a slope of 1 %/10 min or more")
 	f.DurationVar(&cfg.SoakSample, "soak-sample", cfg.SoakSample, "how often a soak samples meshpilot")
+	f.BoolVar(&cfg.GatewayRoutes, "gateway-routes", false, "install the Gateway API's CRDs and give every service an HTTPRoute attached to it (parentRefs: the Service) splitting its traffic 80/20 between itself and another service of its namespace; churn then also changes route weights (as many changes as --changes, at --rate) and reports the time to every subscribed client holding the new route; not with --traffic-rules")
 	f.BoolVar(&cfg.SecurityPolicies, "security-policies", false, "install Istio's CRDs and give every service an AuthorizationPolicy selecting its Pods that lets one service account in; the first --servers services each get a simulated gRPC xDS server asking for its first Pod's inbound listener; churn then also changes the allowed account (as many changes as --changes, at --rate) and reports the time to the selected server holding the new RBAC filter")
 	f.IntVar(&cfg.Servers, "servers", 0, "with --security-policies, how many services get a simulated gRPC server (0: "+strconv.Itoa(bench.DefaultServers)+", at most --services)")
 	f.BoolVar(&cfg.TrafficRules, "traffic-rules", false, "install Istio's CRDs and give every service a DestinationRule with subsets v1 and v2 and a VirtualService splitting its traffic 80/20 between them; churn then also changes route weights (as many changes as --changes, at --rate) and reports the time to every subscribed client holding the new route")

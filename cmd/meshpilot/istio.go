@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
+	"github.com/meshpilot/meshpilot/internal/gwstatus"
 	"github.com/meshpilot/meshpilot/internal/metrics"
 	"github.com/meshpilot/meshpilot/internal/registry/crd"
 	"github.com/meshpilot/meshpilot/internal/registry/serviceentry"
@@ -33,15 +34,22 @@ type istioServing struct {
 	// registry is the cluster's Istio registry, which the consistency
 	// audit lists beside the Kubernetes kinds; nil for a folder.
 	registry *crd.Registry
+	// routeStatus takes the status of each HTTPRoute and GRPCRoute
+	// attached to a Service, as the routes' conversion computes it, and
+	// writes it back to the cluster from the elected replica
+	// (gwstatus.Discard for a folder). Never nil.
+	routeStatus gwstatus.Writer
 }
 
 // istioConsumers builds every consumer of store's Istio objects, the same
 // for a cluster and for --from; they record each object's status in one
 // Reporter, which logs refusals to log. services are the Kubernetes
 // Services whose selectors pick WorkloadEntries (and, when they are a
-// cluster's, its Pods, which workloadSelectors pick). Consumers append event
-// handlers to store, mesh and services, so call it before they run.
-func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, log *slog.Logger) istioServing {
+// cluster's, its Pods, which workloadSelectors pick). routeStatus takes the
+// Gateway API routes' status (gwstatus.Discard when there is nowhere to
+// write it). Consumers append event handlers to store, mesh and services,
+// so call it before they run.
+func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, routeStatus gwstatus.Writer, log *slog.Logger) istioServing {
 	status := configstatus.NewReporter()
 	status.SetLogger(log)
 	// A cluster's registry knows Pods, which workloadSelectors select
@@ -64,6 +72,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
 			DomainSuffix: f.domainSuffix, Services: services, Pods: pods, Reporter: status,
 		}),
+		routeStatus: routeStatus,
 	}
 }
 
@@ -71,7 +80,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 // registry until ctx ends; the returned function waits for it to stop.
 // It does not hold readiness back: rules that arrive later are pushed
 // like any change, and without the CRDs it logs once and waits for them.
-func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
+func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource, services serviceentry.Services, f serveFlags, routeStatus gwstatus.Writer, log *slog.Logger, m *metrics.Metrics) (istio istioServing, wait func(), err error) {
 	reg, err := crd.NewForConfig(cfg, crd.Options{
 		Namespaces:   f.namespaces,
 		Logger:       log,
@@ -80,7 +89,7 @@ func runIstioRegistry(ctx context.Context, cfg *rest.Config, mesh crd.MeshSource
 	if err != nil {
 		return istioServing{}, nil, err
 	}
-	istio = istioConsumers(reg, mesh, services, f, log)
+	istio = istioConsumers(reg, mesh, services, f, routeStatus, log)
 	istio.registry = reg
 	done := make(chan struct{})
 	go func() {

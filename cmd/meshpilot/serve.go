@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/cli"
 	"github.com/meshpilot/meshpilot/internal/debug"
+	"github.com/meshpilot/meshpilot/internal/gwstatus"
 	"github.com/meshpilot/meshpilot/internal/kubeapi"
 	"github.com/meshpilot/meshpilot/internal/kubeclient"
 	"github.com/meshpilot/meshpilot/internal/memlimit"
@@ -69,6 +70,9 @@ type serveFlags struct {
 	balanceInterval           time.Duration
 	shedMinAge                time.Duration
 	memoryLimitRatio          float64
+	// gatewayControllerName is the controllerName of the route status
+	// entries meshpilot writes.
+	gatewayControllerName string
 }
 
 func newServeCommand() *cobra.Command {
@@ -138,6 +142,7 @@ logged with its source and field while the last good one stays in force.
 	fl.DurationVar(&f.remoteSyncTimeout, "remote-sync-timeout", multicluster.DefaultSyncTimeout, "how long a remote cluster's new kubeconfig may take to sync before the previous one is kept; a new remote cluster not synced by then is logged (nothing waits for it)")
 	fl.StringSliceVar(&f.insecureKubeconfigOptions, "insecure-multicluster-kubeconfig-options", nil,
 		"remote Secrets' kubeconfig credentials to allow although whoever can write a Secret of --system-namespace then runs a command (exec) or sends a file of meshpilot's, such as its own service-account token, to a server of their choice (tokenFile, clientCertificate, clientKey), or uses an auth provider other than oidc (gcp, azure, openstack); comma separated, as istiod's PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS; default none: such a kubeconfig is refused and logged")
+	fl.StringVar(&f.gatewayControllerName, "gateway-controller-name", gwstatus.DefaultControllerName, "controllerName of the status.parents entries meshpilot writes on the HTTPRoutes and GRPCRoutes attached to Services (the Gateway API's mesh profile); the replica holding the Lease "+gwstatus.DefaultLeaseName+" of --system-namespace (or the Pod's namespace) alone writes them")
 	fl.DurationVar(&f.auditInterval, "audit-interval", 0, "every this long (jittered), compare the informer caches with a fresh LIST and the model with one rebuilt from it (as /debug/consistencyz does), and relist a kind whose difference outlived two audits; 0 means off")
 	fl.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "set the Go memory limit to this part of the container's memory limit (cgroup v2 or v1), so that the garbage collector works harder before the container is killed; unless the GOMEMLIMIT environment variable is set, which then stands; no cgroup limit sets nothing; 0 means off")
 	return cmd
@@ -182,8 +187,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if err := memlimit.CheckRatio(f.memoryLimitRatio); err != nil {
 		return fmt.Errorf("--memory-limit-ratio: %w", err)
 	}
+	if err := gwstatus.CheckControllerName(f.gatewayControllerName); err != nil {
+		return fmt.Errorf("--gateway-controller-name: %w", err)
+	}
 	if f.from != "" {
-		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "insecure-multicluster-kubeconfig-options", "balance", "audit-interval"} {
+		for _, name := range []string{"kubeconfig", "namespaces", "discovery-selectors", "workers", "system-namespace", "remote-sync-timeout", "insecure-multicluster-kubeconfig-options", "balance", "audit-interval", "gateway-controller-name"} {
 			if cmd.Flags().Changed(name) {
 				return fmt.Errorf("--%s applies to a cluster; with --from the folder is the only source", name)
 			}
@@ -204,7 +212,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			}
 		})
 		// The folder's Istio objects feed the consumers a cluster's feed.
-		istio := istioConsumers(reg.Istio(), mesh, reg, f, log)
+		// A folder's routes have no status to write back.
+		istio := istioConsumers(reg.Istio(), mesh, reg, f, gwstatus.Discard, log)
 		return serveRegistry(ctx, log, aggregate.Source{Name: "files", Controller: reg}, mesh, istio, f, nil, nil, nil)
 	}
 
@@ -240,8 +249,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	// MeshConfig's discoverySelectors join the flag's, live.
 	reg.SetMeshDiscoverySelectors(mesh.DiscoverySelectors())
 	mesh.AppendSelectorHandler(reg.SetMeshDiscoverySelectors)
+	routeStatus, writeRouteStatus, err := gatewayStatus(cfg, client, f, log, m)
+	if err != nil {
+		return err
+	}
 	istioCtx, stopIstio := context.WithCancel(ctx)
-	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, mesh, reg, f, log, m)
+	istio, waitIstio, err := runIstioRegistry(istioCtx, cfg, mesh, reg, f, routeStatus, log, m)
 	if err != nil {
 		stopIstio()
 		return err
@@ -256,7 +269,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	clusters := clusterz(f.clusterID, cfg.Host, reg.HasSynced, remotes)
 	besides := []beside{{name: "remote clusters", run: func(ctx context.Context, srv *server.Server) error {
 		return remotes.Run(ctx, srv.Registry())
-	}}}
+	}}, writeRouteStatus}
 	if f.balance {
 		besides = append(besides, beside{name: "replica balance", run: balanceReplicas(client, f, log)})
 	}

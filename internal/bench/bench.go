@@ -35,6 +35,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/meshpilot/meshpilot/internal/testenv"
 )
@@ -111,6 +112,12 @@ type Config struct {
 	// server each (security.go), installing Istio's CRDs first; churn
 	// then also changes the policies of the served services.
 	SecurityPolicies bool `json:"security_policies,omitempty"`
+	// GatewayRoutes gives every service an HTTPRoute attached to it
+	// (the Gateway API's mesh profile) splitting its traffic by weight
+	// between itself and another service of its namespace (gateway.go),
+	// installing the Gateway API's CRDs first; churn then also changes
+	// the weights of routes, as TrafficRules does with VirtualServices.
+	GatewayRoutes bool `json:"gateway_routes,omitempty"`
 	// Servers is how many services get a server with SecurityPolicies;
 	// DefaultServers when 0.
 	Servers int `json:"servers,omitempty"`
@@ -195,6 +202,12 @@ func (c *Config) validate() error {
 	}
 	if c.NoPods && c.SecurityPolicies {
 		errs = append(errs, errors.New("security policies select Pods' labels: they need Pods"))
+	}
+	if c.GatewayRoutes && c.TrafficRules {
+		errs = append(errs, errors.New("gateway routes and traffic rules would route the same hosts: choose one"))
+	}
+	if c.GatewayRoutes && c.Services < 2*c.Namespaces {
+		errs = append(errs, fmt.Errorf("gateway routes split each service's traffic with another of its namespace: services (%d) must be at least twice the namespaces (%d)", c.Services, c.Namespaces))
 	}
 	if c.Servers < 0 {
 		errs = append(errs, fmt.Errorf("servers must not be negative, not %d", c.Servers))
@@ -323,6 +336,23 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			}
 		}
 	}
+	if cfg.GatewayRoutes {
+		logf("installing the Gateway API's CRDs; an HTTPRoute per service")
+		crds, err := testenv.GatewayAPICRDs("standard")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := env.InstallCRDs(crds); err != nil {
+			return nil, err
+		}
+		gc, err := gatewayclient.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.writeGatewayRoutes(ctx, gc); err != nil {
+			return nil, fmt.Errorf("writing the HTTPRoutes: %w", err)
+		}
+	}
 	var remotes remoteClusters
 	if cfg.Clusters > 1 {
 		var stopRemotes func()
@@ -428,7 +458,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		prof.selfHeap("meshbench-heap-churn.pb.gz")
 		logf("churn: %d (client, change) pairs: from the write's start p50 %.1f ms, p99 %.1f ms; from its return p50 %.1f ms, p99 %.1f ms (%d seen before it returned); %d misses",
 			churn.Pairs, churn.FromWriteStart.P50MS, churn.FromWriteStart.P99MS, churn.P50MS, churn.P99MS, churn.BeforeWriteReturned, churn.Misses)
-		if cfg.TrafficRules {
+		if cfg.TrafficRules || cfg.GatewayRoutes {
 			// The same pause as before churn: the first route change
 			// should not land in the debounce window of churn's last
 			// push, which would delay it by that window.
@@ -437,7 +467,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
 			}
-			logf("route churn: %d VirtualService weight changes at %g/s", cfg.Changes, cfg.Rate)
+			logf("route churn: %d route weight changes at %g/s", cfg.Changes, cfg.Rate)
 			rch, err := runRouteChurn(ctx, churnRun{workload: w, tracker: tr, rng: rng, subscribed: subscribed, cfg: &cfg, clientErrs: clientErrs})
 			if err != nil {
 				return nil, err
@@ -769,6 +799,9 @@ func runRouteChurn(ctx context.Context, r churnRun) (*ChurnResult, error) {
 		}
 		svc := w.services[r.subscribed[order[i%len(order)]]]
 		ph.change(ctx, i, svc.idx, func(expect func(key string)) (time.Time, error) {
+			if cfg.GatewayRoutes {
+				return w.setRouteWeights(ctx, svc, expect)
+			}
 			return w.setWeights(ctx, svc, expect)
 		})
 	}

@@ -23,6 +23,8 @@ import (
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 const (
@@ -54,6 +56,9 @@ type service struct {
 	// (Config.SecurityPolicies), after authzChanges changes.
 	authz        *securityv1.AuthorizationPolicy
 	authzChanges int
+	// route is its HTTPRoute as last written (Config.GatewayRoutes); its
+	// weight to itself is v1Weight.
+	route *gatewayv1.HTTPRoute
 }
 
 func (s *service) listenerName() string { return fmt.Sprintf("%s:%d", s.hostname, ServicePort) }
@@ -75,6 +80,8 @@ type workload struct {
 	// istio writes the traffic rules and security policies
 	// (Config.TrafficRules, Config.SecurityPolicies).
 	istio istioclient.Interface
+	// gateway writes the HTTPRoutes (Config.GatewayRoutes).
+	gateway gatewayclient.Interface
 
 	// retryWait is the first wait before a write is retried (retried);
 	// 0 is a second.

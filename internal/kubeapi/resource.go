@@ -76,3 +76,13 @@ func (r *Resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOp
 func (r *Resource[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return r.request(r.group.rest.Delete).Name(name).Body(&opts).Do(ctx).Error()
 }
+
+// UpdateStatus replaces an object's status through its status
+// subresource (its resourceVersion guards against a concurrent write):
+// the server ignores every other field, and RBAC grants it apart from the
+// object, as <resource>/status.
+func (r *Resource[T, L]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out := r.newObj()
+	err := r.request(r.group.rest.Put).Name(obj.GetName()).SubResource("status").VersionedParams(&opts, r.group.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
