@@ -66,7 +66,7 @@ func istioConsumers(store crd.Store, mesh crd.MeshSource, services serviceentry.
 		// routes attach to and route to (their status says whether
 		// each exists).
 		routes: crd.NewRoutes(store, crd.RouteOptions{DomainSuffix: f.domainSuffix, Policies: policies, Status: status, Mesh: mesh,
-			Services: services}),
+			Services: services, GatewayStatus: routeStatus}),
 		security: crd.NewSecurity(store, crd.SecurityOptions{Mesh: mesh, Status: status, AuthzGRPCIgnored: translate.AuthorizationGRPCIgnored}),
 		status:   status,
 		serviceEntries: serviceentry.New(store, serviceentry.Options{
