@@ -962,6 +962,12 @@ func (t *tracker) observe(id int, addr string, at time.Time) {
 	if _, ok := ch.seen[id]; ok {
 		return
 	}
+	// A client that does not watch the service may still see its
+	// endpoints (a route of another service sends it part of its
+	// traffic): it is no pair of the change.
+	if !slices.Contains(ch.expected, id) {
+		return
+	}
 	ch.seen[id] = at
 	n := 0
 	for _, c := range ch.expected {

@@ -427,3 +427,26 @@ func TestSmallRunWithTrafficRules(t *testing.T) {
 		t.Logf("progress:\n%s\nsummary:\n%s", log.String(), sum.String())
 	}
 }
+
+// A client that does not watch the changed service but holds its
+// endpoints (a route of its own service sends traffic there) is no pair
+// of the change, before or after every subscriber saw it.
+func TestChurnIgnoresClientsNotSubscribed(t *testing.T) {
+	tr := newTracker(3)
+	tr.byService = [][]int{{0}, {1, 2}}
+	ch := tr.expect("10.128.0.9", 0)
+	start := ch.writeStart
+	tr.written(ch, start.Add(5*time.Millisecond))
+	tr.observe(1, ch.addr, start.Add(6*time.Millisecond))
+	tr.observe(0, ch.addr, start.Add(7*time.Millisecond))
+	tr.observe(2, ch.addr, start.Add(8*time.Millisecond))
+	select {
+	case <-ch.done:
+	default:
+		t.Fatal("the change is not done once its one subscriber saw it")
+	}
+	r := tr.churn([]*change{ch}, []*service{{hostname: "svc-0"}, {hostname: "svc-1"}}, start, time.Second)
+	if r.Pairs != 1 || r.Misses != 0 || !slices.Equal(r.PerChange[0].FromStartMS, []float64{7}) {
+		t.Fatalf("pairs %d, misses %d, per change %+v; want 1 pair at 7 ms", r.Pairs, r.Misses, r.PerChange)
+	}
+}
