@@ -83,6 +83,7 @@ var readmeNotRun = map[string]string{
 	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500":                                                                      meshbenchNotRun,
 	"go run ./cmd/meshbench --services 10000 --endpoints 10 --clients 1000 --per-client 10 --rate 20 --changes 200 --namespaces 50 --nodes 30": meshbenchNotRun,
 	"go run ./cmd/meshbench --traffic-rules":                                                                                                   meshbenchNotRun,
+	"go run ./cmd/meshbench --gateway-routes":                                                                                                  meshbenchNotRun,
 	"go run ./cmd/meshbench --security-policies":                                                                                               meshbenchNotRun,
 	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500 --clusters 2":                                                         meshbenchNotRun,
 	"go run ./cmd/meshbench --replicas 3 --clients 300 --changes 0 --plot docs/replica-balance.svg":                                            meshbenchNotRun,
