@@ -217,12 +217,17 @@ var gammaCalls atomic.Int64
 // reached its backend when the echo answered, or, for a path that is not
 // a gRPC method name, when the echo's server refused it as such.
 func (g *gammaMesh) call(cc *grpc.ClientConn, path string, md ...string) echoReply {
+	return g.callWith(cc, path, nil, md...)
+}
+
+// callWith is call with call options.
+func (g *gammaMesh) callWith(cc *grpc.ClientConn, path string, opts []grpc.CallOption, md ...string) echoReply {
 	id := strconv.FormatInt(gammaCalls.Add(1), 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, append([]string{gammaCallID, id}, md...)...)
 	var p peer.Peer
-	err := cc.Invoke(ctx, path, &emptypb.Empty{}, &emptypb.Empty{}, grpc.Peer(&p))
+	err := cc.Invoke(ctx, path, &emptypb.Empty{}, &emptypb.Empty{}, append(opts, grpc.Peer(&p))...)
 	if st := status.Convert(err); err != nil && !(st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "malformed method name")) {
 		return echoReply{err: err}
 	}
@@ -364,4 +369,40 @@ func envoyRoute(rc *route.RouteConfiguration, path string) *route.Route {
 		}
 	}
 	return nil
+}
+
+// responseHeader returns the value r sets for response header name
+// (compared without case, as HTTP does), and whether it sets it.
+func responseHeader(r *route.Route, name string) (string, bool) {
+	for _, h := range r.GetResponseHeadersToAdd() {
+		if strings.EqualFold(h.GetHeader().GetKey(), name) {
+			return h.GetHeader().GetValue(), true
+		}
+	}
+	return "", false
+}
+
+// onlyRoute returns the one route of rc, or nil when it has several.
+func onlyRoute(rc *route.RouteConfiguration) *route.Route {
+	if len(rc.GetVirtualHosts()) != 1 || len(rc.GetVirtualHosts()[0].GetRoutes()) != 1 {
+		return nil
+	}
+	return rc.GetVirtualHosts()[0].GetRoutes()[0]
+}
+
+// setsHeader: rc's one route sets response header name to value.
+func setsHeader(name, value string) func(*route.RouteConfiguration) bool {
+	return func(rc *route.RouteConfiguration) bool {
+		v, ok := responseHeader(onlyRoute(rc), name)
+		return ok && v == value
+	}
+}
+
+// setsNoHeader: rc's one route sets no response header name.
+func setsNoHeader(name string) func(*route.RouteConfiguration) bool {
+	return func(rc *route.RouteConfiguration) bool {
+		r := onlyRoute(rc)
+		_, ok := responseHeader(r, name)
+		return r != nil && !ok
+	}
 }
