@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,4 +406,124 @@ func setsNoHeader(name string) func(*route.RouteConfiguration) bool {
 		_, ok := responseHeader(r, name)
 		return r != nil && !ok
 	}
+}
+
+// describeEnvoyRoutes writes each route of rc on one line, in order, for
+// the scenarios to compare: "<match> -> <action>", where the match is the
+// path ("=/x" exact, "^/x" a prefix of whole segments, "~/x" a prefix),
+// then "?name=value" and "name=value" for query parameters and headers,
+// and the action a cluster's Service name (or "name:weight" each), a
+// redirect or a direct response, followed by rewrites and header changes.
+func describeEnvoyRoutes(rc *route.RouteConfiguration) []string {
+	var out []string
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			var b strings.Builder
+			m := r.GetMatch()
+			switch {
+			case m.GetPath() != "":
+				b.WriteString("=" + m.GetPath())
+			case m.GetPathSeparatedPrefix() != "":
+				b.WriteString("^" + m.GetPathSeparatedPrefix())
+			case m.GetPrefix() != "":
+				b.WriteString("~" + m.GetPrefix())
+			}
+			for _, q := range m.GetQueryParameters() {
+				fmt.Fprintf(&b, " ?%s=%s", q.GetName(), q.GetStringMatch().GetExact())
+			}
+			for _, h := range m.GetHeaders() {
+				fmt.Fprintf(&b, " %s=%s", h.GetName(), h.GetStringMatch().GetExact())
+			}
+			b.WriteString(" ->")
+			switch a := r.GetAction().(type) {
+			case *route.Route_Route:
+				if c := a.Route.GetCluster(); c != "" {
+					b.WriteString(" " + clusterService(c))
+				}
+				for _, c := range a.Route.GetWeightedClusters().GetClusters() {
+					fmt.Fprintf(&b, " %s:%d", clusterService(c.GetName()), c.GetWeight().GetValue())
+				}
+				if p := a.Route.GetPrefixRewrite(); p != "" {
+					b.WriteString(" prefix-rewrite=" + p)
+				}
+				if rr := a.Route.GetRegexRewrite(); rr != nil {
+					fmt.Fprintf(&b, " regex-rewrite=%s/%s", rr.GetPattern().GetRegex(), rr.GetSubstitution())
+				}
+			case *route.Route_Redirect:
+				rd := a.Redirect
+				fmt.Fprintf(&b, " redirect %s", rd.GetResponseCode())
+				if rd.GetSchemeRedirect() != "" {
+					b.WriteString(" scheme=" + rd.GetSchemeRedirect())
+				}
+				if rd.GetHostRedirect() != "" {
+					b.WriteString(" host=" + rd.GetHostRedirect())
+				}
+				if rd.GetPortRedirect() != 0 {
+					fmt.Fprintf(&b, " port=%d", rd.GetPortRedirect())
+				}
+				if rd.GetPathRedirect() != "" {
+					b.WriteString(" path=" + rd.GetPathRedirect())
+				}
+				if rd.GetPrefixRewrite() != "" {
+					b.WriteString(" prefix=" + rd.GetPrefixRewrite())
+				}
+			case *route.Route_DirectResponse:
+				fmt.Fprintf(&b, " answer %d", a.DirectResponse.GetStatus())
+			}
+			for _, h := range r.GetRequestHeadersToAdd() {
+				fmt.Fprintf(&b, " +%s=%s(%s)", h.GetHeader().GetKey(), h.GetHeader().GetValue(), h.GetAppendAction())
+			}
+			for _, h := range r.GetRequestHeadersToRemove() {
+				b.WriteString(" -" + h)
+			}
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+// clusterService is the Service name of an outbound cluster name.
+func clusterService(cluster string) string {
+	parts := strings.Split(cluster, "|")
+	if len(parts) != 4 {
+		return cluster
+	}
+	return strings.SplitN(parts[3], ".", 2)[0] + ":" + parts[1]
+}
+
+// awaitEnvoyEcho waits until an Envoy of the mesh namespace holds echo:80's
+// route configuration as want describes it (describeEnvoyRoutes), and
+// checks its field rules.
+func (g *gammaMesh) awaitEnvoyEcho(t *testing.T, want ...string) {
+	t.Helper()
+	c := g.envoy(t, g.mesh)
+	name := g.routeName("echo", 80)
+	c.Subscribe(resource.RouteType, name)
+	var got []string
+	wait, cancel := context.WithTimeout(context.Background(), grpctest.Wait)
+	defer cancel()
+	if err := c.Await(wait, func() bool {
+		got = describeEnvoyRoutes(c.RouteConfiguration(name))
+		return slices.Equal(got, want)
+	}); err != nil {
+		t.Fatalf("%s: %v; holds\n%s\nwant\n%s", name, err, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := c.RouteConfiguration(name).ValidateAll(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+}
+
+// awaitNoRouteAction waits until path fails as grpc-go fails a route it
+// cannot follow (a redirect): UNAVAILABLE, naming the route's action.
+func (g *gammaMesh) awaitNoRouteAction(t *testing.T, cc *grpc.ClientConn, path string) {
+	t.Helper()
+	testenv.Eventually(t, path+" failing on its route's action", func() (bool, string) {
+		for range 5 {
+			r := g.call(cc, path)
+			if st := status.Convert(r.err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "route action") {
+				return false, fmt.Sprintf("served by %q, error %v", r.backend, r.err)
+			}
+		}
+		return true, ""
+	})
 }
