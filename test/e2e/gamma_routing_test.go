@@ -18,6 +18,7 @@ func TestGAMMAMeshBasic(t *testing.T) {
 func TestGAMMAMeshTrafficSplit(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "mesh-split.yaml")
+	g.awaitEnvoyEcho(t, "=/v1 -> echo-v1:80", "=/v2 -> echo-v2:80")
 	cc := g.channel(t, g.mesh, "echo", 80)
 	g.awaitBackend(t, cc, "echo-v1", "/v1")
 	g.awaitBackend(t, cc, "echo-v2", "/v2")
@@ -28,6 +29,7 @@ func TestGAMMAMeshTrafficSplit(t *testing.T) {
 func TestGAMMAMeshHTTPRouteSimpleSameNamespace(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-simple-same-namespace.yaml")
+	g.awaitEnvoyEcho(t, "~/ -> echo-v1:8080")
 	cc := g.channel(t, g.mesh, "echo", 80)
 	g.awaitBackend(t, cc, "echo-v1", "/")
 }
@@ -37,6 +39,9 @@ func TestGAMMAMeshHTTPRouteSimpleSameNamespace(t *testing.T) {
 func TestGAMMAMeshHTTPRouteMatching(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-matching.yaml")
+	// The longest prefix first, then the most headers, then the rules'
+	// order.
+	g.awaitEnvoyEcho(t, "^/v2 -> echo-v2:8080", "~/ version=one -> echo-v1:8080", "~/ version=two -> echo-v2:8080", "~/ -> echo-v1:8080")
 	cc := g.channel(t, g.mesh, "echo", 80)
 	for _, c := range []struct {
 		path    string
@@ -62,6 +67,7 @@ func TestGAMMAMeshHTTPRouteMatching(t *testing.T) {
 func TestGAMMAMeshHTTPRouteNamedRule(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-named-rule.yaml")
+	g.awaitEnvoyEcho(t, "^/unnamed -> echo-v2:8080", "^/named -> echo-v1:8080")
 	cc := g.channel(t, g.mesh, "echo", 80)
 	if r := g.awaitBackend(t, cc, "echo-v1", "/named"); r.req.path != "/named" {
 		t.Errorf("echo-v1 saw path %q, want /named", r.req.path)
