@@ -358,20 +358,6 @@ func (g *gammaMesh) awaitEnvoyRoutes(t *testing.T, c *xdstest.TestClient, name, 
 	return rc
 }
 
-// envoyRoute returns the route of rc whose match has path prefix or path
-// exactly path (the scenario's PathPrefix match); nil when none.
-func envoyRoute(rc *route.RouteConfiguration, path string) *route.Route {
-	for _, vh := range rc.GetVirtualHosts() {
-		for _, r := range vh.GetRoutes() {
-			m := r.GetMatch()
-			if m.GetPathSeparatedPrefix() == path || m.GetPrefix() == path || m.GetPath() == path {
-				return r
-			}
-		}
-	}
-	return nil
-}
-
 // responseHeader returns the value r sets for response header name
 // (compared without case, as HTTP does), and whether it sets it.
 func responseHeader(r *route.Route, name string) (string, bool) {
