@@ -3,6 +3,8 @@ package e2e
 import (
 	"testing"
 
+	"github.com/meshpilot/meshpilot/internal/gwstatus"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -19,6 +21,7 @@ import (
 func TestGAMMAMeshConsumerRoute(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "mesh-consumer-route.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.consumer, "mesh-echo-add-header", "spec.rules[0].filters[0]")
 	name := g.routeName("echo-v1", 80)
 	g.awaitEnvoyRoutes(t, g.envoy(t, g.consumer), name, "the consumer route's header", setsHeader("X-Header-Set", "set"))
 	g.awaitEnvoyRoutes(t, g.envoy(t, g.mesh), name, "no header for the producer namespace", setsNoHeader("X-Header-Set"))
@@ -31,6 +34,8 @@ func TestGAMMAMeshConsumerRoute(t *testing.T) {
 func TestGAMMAMeshPorts(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "mesh-ports.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-split-v1", "spec.rules[0].filters[0]")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-split-v2", "spec.rules[0].filters[0]")
 	envoy := g.envoy(t, g.mesh)
 	g.awaitEnvoyRoutes(t, envoy, g.routeName("echo-v1", 80), "echo-v1:80 set v1", setsHeader("X-Header-Set", "v1"))
 	g.awaitEnvoyRoutes(t, envoy, g.routeName("echo-v1", 8080), "echo-v1:8080 untouched", setsNoHeader("X-Header-Set"))

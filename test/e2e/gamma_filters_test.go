@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/meshpilot/meshpilot/internal/gwstatus"
 )
 
 // The scenarios of this file use what only an HTTP proxy does: query
@@ -22,6 +25,9 @@ import (
 func TestGAMMAMeshHTTPRouteQueryParamMatching(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-query-param-matching.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-query-param-matching", "spec.rules[0].matches[0].queryParams", "spec.rules[1].matches[0].queryParams",
+		"spec.rules[2].matches[0].queryParams", "spec.rules[3].matches[0].queryParams", "spec.rules[4].matches[0].queryParams",
+		"spec.rules[4].matches[1].queryParams", "spec.rules[6].matches[0].queryParams")
 	g.awaitEnvoyEcho(t,
 		"^/path4 ?animal=kraken version=three -> echo-v1:8080",
 		"^/path1 ?animal=whale -> echo-v1:8080",
@@ -78,6 +84,8 @@ func checkHeadersUnchanged(t *testing.T, g *gammaMesh) {
 func TestGAMMAMeshHTTPRouteRequestHeaderModifier(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-request-header-modifier.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-request-header-modifier", "spec.rules[0].filters[0]",
+		"spec.rules[1].filters[0]", "spec.rules[2].filters[0]", "spec.rules[3].filters[0]", "spec.rules[4].filters[0]")
 	g.awaitEnvoyEcho(t, requestHeaderModifierRoutes...)
 	checkHeadersUnchanged(t, g)
 }
@@ -87,6 +95,9 @@ func TestGAMMAMeshHTTPRouteRequestHeaderModifier(t *testing.T) {
 func TestGAMMAMeshHTTPRouteBackendRequestHeaderModifier(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-request-header-modifier-backend.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-request-header-modifier", "spec.rules[0].backendRefs[0].filters",
+		"spec.rules[1].backendRefs[0].filters", "spec.rules[2].backendRefs[0].filters", "spec.rules[3].backendRefs[0].filters",
+		"spec.rules[4].backendRefs[0].filters")
 	g.awaitEnvoyEcho(t, requestHeaderModifierRoutes...)
 	checkHeadersUnchanged(t, g)
 }
@@ -96,6 +107,8 @@ func TestGAMMAMeshHTTPRouteBackendRequestHeaderModifier(t *testing.T) {
 func TestGAMMAMeshHTTPRouteRewritePath(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "httproute-rewrite-path.yaml")
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, "mesh-rewrite-path", "spec.rules[0].filters[0]", "spec.rules[1].filters[0]",
+		"spec.rules[2].filters[0]", "spec.rules[3].filters[0]", "spec.rules[3].filters[1]", "spec.rules[4].filters[0]", "spec.rules[4].filters[1]")
 	headers := " +x-header-set=set-overwrites-values(OVERWRITE_IF_EXISTS_OR_ADD) +x-header-add=header-val-1(APPEND_IF_EXISTS_OR_ADD) +x-header-add-append=header-val-2(APPEND_IF_EXISTS_OR_ADD) -x-header-remove"
 	g.awaitEnvoyEcho(t,
 		"^/prefix/rewrite-path-and-modify-headers -> echo-v1:80 prefix-rewrite=/prefix"+headers,
@@ -112,13 +125,20 @@ func TestGAMMAMeshHTTPRouteRewritePath(t *testing.T) {
 	}
 }
 
-// redirectScenario checks a redirect scenario: what an Envoy receives,
-// and that grpc-go fails the RPCs of each redirect rule.
-func redirectScenario(t *testing.T, file string, paths []string, envoy ...string) {
+// redirectScenario checks a redirect scenario whose route is named
+// route, of one redirect per rule: what an Envoy receives, that each
+// redirect is reported not for gRPC clients, and that grpc-go fails the
+// RPCs of each redirect rule.
+func redirectScenario(t *testing.T, file, route string, paths []string, envoy ...string) {
 	t.Helper()
 	g := startGAMMA(t)
 	g.apply(t, file)
 	g.awaitEnvoyEcho(t, envoy...)
+	var reported []string
+	for i := range envoy {
+		reported = append(reported, fmt.Sprintf("spec.rules[%d].filters[0]", i))
+	}
+	g.awaitReported(t, gwstatus.KindHTTPRoute, g.mesh, route, reported...)
 	cc := g.channel(t, g.mesh, "echo", 80)
 	for _, p := range paths {
 		g.awaitNoRouteAction(t, cc, p)
@@ -126,25 +146,25 @@ func redirectScenario(t *testing.T, file string, paths []string, envoy ...string
 }
 
 func TestGAMMAMeshHTTPRoute303Redirect(t *testing.T) {
-	redirectScenario(t, "httproute-303-redirect.yaml", []string{"/redirect/Get"}, "^/redirect -> redirect SEE_OTHER")
+	redirectScenario(t, "httproute-303-redirect.yaml", "mesh-303-redirect", []string{"/redirect/Get"}, "^/redirect -> redirect SEE_OTHER")
 }
 
 func TestGAMMAMeshHTTPRoute307Redirect(t *testing.T) {
-	redirectScenario(t, "httproute-307-redirect.yaml", []string{"/temporary/Get"}, "^/temporary -> redirect TEMPORARY_REDIRECT")
+	redirectScenario(t, "httproute-307-redirect.yaml", "mesh-307-redirect", []string{"/temporary/Get"}, "^/temporary -> redirect TEMPORARY_REDIRECT")
 }
 
 func TestGAMMAMeshHTTPRoute308Redirect(t *testing.T) {
-	redirectScenario(t, "httproute-308-redirect.yaml", []string{"/permanent/Get"}, "^/permanent -> redirect PERMANENT_REDIRECT")
+	redirectScenario(t, "httproute-308-redirect.yaml", "mesh-308-redirect", []string{"/permanent/Get"}, "^/permanent -> redirect PERMANENT_REDIRECT")
 }
 
 func TestGAMMAMeshHTTPRouteRedirectHostAndStatus(t *testing.T) {
-	redirectScenario(t, "httproute-redirect-host-and-status.yaml", []string{"/hostname-redirect/Get", "/host-and-status/Get"},
+	redirectScenario(t, "httproute-redirect-host-and-status.yaml", "mesh-redirect-host-and-status", []string{"/hostname-redirect/Get", "/host-and-status/Get"},
 		"^/hostname-redirect -> redirect FOUND host=example.org",
 		"^/host-and-status -> redirect MOVED_PERMANENTLY host=example.org")
 }
 
 func TestGAMMAMeshHTTPRouteRedirectPath(t *testing.T) {
-	redirectScenario(t, "httproute-redirect-path.yaml", []string{"/original-prefix/lemon", "/full/path", "/path-and-host/Get"},
+	redirectScenario(t, "httproute-redirect-path.yaml", "mesh-redirect-path", []string{"/original-prefix/lemon", "/full/path", "/path-and-host/Get"},
 		"^/full-path-and-status -> redirect MOVED_PERMANENTLY path=/replacement-full",
 		"^/full-path-and-host -> redirect FOUND host=example.org path=/replacement-full",
 		"^/original-prefix -> redirect FOUND prefix=/replacement-prefix",
@@ -154,7 +174,7 @@ func TestGAMMAMeshHTTPRouteRedirectPath(t *testing.T) {
 }
 
 func TestGAMMAMeshHTTPRouteRedirectPort(t *testing.T) {
-	redirectScenario(t, "httproute-redirect-port.yaml", []string{"/port/Get", "/port-and-host/Get"},
+	redirectScenario(t, "httproute-redirect-port.yaml", "mesh-redirect-port", []string{"/port/Get", "/port-and-host/Get"},
 		"^/port-and-host-and-status -> redirect FOUND host=example.org port=8083",
 		"^/port-and-status -> redirect MOVED_PERMANENTLY port=8083",
 		"^/port-and-host -> redirect FOUND host=example.org port=8083",
@@ -162,7 +182,7 @@ func TestGAMMAMeshHTTPRouteRedirectPort(t *testing.T) {
 }
 
 func TestGAMMAMeshHTTPRouteSchemeRedirect(t *testing.T) {
-	redirectScenario(t, "httproute-redirect-scheme.yaml", []string{"/scheme/Get", "/scheme-and-host/Get"},
+	redirectScenario(t, "httproute-redirect-scheme.yaml", "mesh-redirect-scheme", []string{"/scheme/Get", "/scheme-and-host/Get"},
 		"^/scheme-and-host-and-status -> redirect FOUND scheme=https host=example.org",
 		"^/scheme-and-status -> redirect MOVED_PERMANENTLY scheme=https",
 		"^/scheme-and-host -> redirect FOUND scheme=https host=example.org",

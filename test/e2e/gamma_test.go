@@ -30,6 +30,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/testenv"
 	"github.com/meshpilot/meshpilot/internal/xdstest"
@@ -511,5 +512,24 @@ func (g *gammaMesh) awaitNoRouteAction(t *testing.T, cc *grpc.ClientConn, path s
 			}
 		}
 		return true, ""
+	})
+}
+
+// awaitReported waits until the route ns/name of kind (gwstatus.KindHTTPRoute,
+// ...) is reported (as /debug/configz shows it) with exactly the fields
+// grpc lists ignored for gRPC clients, and none for Envoy.
+func (g *gammaMesh) awaitReported(t *testing.T, kind, ns, name string, grpc ...string) {
+	t.Helper()
+	testenv.Eventually(t, kind+" "+ns+"/"+name+" reported", func() (bool, string) {
+		st, ok := g.status.Get(configstatus.Ref{Kind: kind, Namespace: ns, Name: name})
+		if !ok {
+			return false, "not reported"
+		}
+		var paths []string
+		for _, f := range st.IgnoredGRPC {
+			paths = append(paths, f.Path)
+		}
+		return st.Refused == nil && len(st.IgnoredEnvoy) == 0 && slices.Equal(paths, grpc),
+			fmt.Sprintf("refused %v, ignored for gRPC %q, for Envoy %v", st.Refused, paths, st.IgnoredEnvoy)
 	})
 }
