@@ -22,6 +22,8 @@ func TestGAMMAMeshConsumerRoute(t *testing.T) {
 	g := startGAMMA(t)
 	g.apply(t, "mesh-consumer-route.yaml")
 	g.awaitReported(t, gwstatus.KindHTTPRoute, g.consumer, "mesh-echo-add-header", "spec.rules[0].filters[0]")
+	// Its backend is the Service it attaches to: no ReferenceGrant needed.
+	g.awaitCondition(t, g.consumer, "mesh-echo-add-header", "ResolvedRefs", "True/ResolvedRefs")
 	name := g.routeName("echo-v1", 80)
 	g.awaitEnvoyRoutes(t, g.envoy(t, g.consumer), name, "the consumer route's header", setsHeader("X-Header-Set", "set"))
 	g.awaitEnvoyRoutes(t, g.envoy(t, g.mesh), name, "no header for the producer namespace", setsNoHeader("X-Header-Set"))
