@@ -328,9 +328,8 @@ func (g *gammaMesh) awaitWeights(t *testing.T, cc *grpc.ClientConn, path string,
 	t.Fatalf("the split never matched %v within %.2f in %d attempts", want, tolerance, attempts)
 }
 
-// envoy subscribes an Envoy of namespace ns to the route configuration
-// of host:port (host a Service of the mesh namespace) and returns the
-// client.
+// envoy opens an ADS stream as an Envoy sidecar of namespace ns, which
+// auto-ACKs what it receives; the caller subscribes.
 func (g *gammaMesh) envoy(t *testing.T, ns string) *xdstest.TestClient {
 	t.Helper()
 	return xdstest.Dial(t, g.srv.XDSAddr(), xdstest.Options{AutoACK: true, Wait: grpctest.Wait,
