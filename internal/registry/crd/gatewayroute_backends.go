@@ -21,12 +21,14 @@ type gwBackend struct {
 // istiod's buildDestination does; false when it is left out: a kind other
 // than Service (InvalidKind), a Service of another namespace that no
 // ReferenceGrant of that namespace lets the route name (RefNotPermitted),
-// no port. The Service a route attaches to needs no grant as its backend:
-// a consumer route sending its namespace's requests on to the Service
-// they were for reaches nothing its clients could not reach already
-// (GEP-1294 lets mesh routes name backends of any namespace for that
-// reason, and the mesh conformance scenario MeshConsumerRoute does so). A Service that does not exist is kept (BackendNotFound): its
+// no port. A Service that does not exist is kept (BackendNotFound): its
 // requests fail, with 500 from Envoy as the Gateway API says.
+//
+// The Service a route attaches to needs no grant as its backend: a
+// consumer route sending its namespace's requests on to the Service they
+// were for reaches nothing its clients could not reach already (GEP-1294
+// lets mesh routes name backends of any namespace for that reason, and
+// the mesh conformance scenario MeshConsumerRoute relies on it).
 func (c *gwConverter) backend(path string, ref gatewayv1.BackendObjectReference) (model.RouteDestination, bool) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
