@@ -17,7 +17,8 @@ import (
 
 // gatewayFolder is a folder's Services and routes: an HTTPRoute whose
 // query match gRPC clients never apply, and a GRPCRoute whose backend of
-// another namespace no ReferenceGrant allows.
+// another namespace, not the Service it attaches to (which needs none), no
+// ReferenceGrant allows.
 const gatewayFolder = `apiVersion: v1
 kind: Namespace
 metadata: {name: shop}
@@ -47,7 +48,13 @@ metadata: {name: cart, namespace: web}
 spec:
   parentRefs: [{group: "", kind: Service, name: cart, namespace: shop}]
   rules:
-  - backendRefs: [{name: cart, namespace: shop, port: 9080}]
+  - backendRefs: [{name: orders, namespace: shop, port: 9080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: orders, namespace: shop}
+spec:
+  ports: [{name: grpc, port: 9080}]
 `
 
 // TestStatusConfigGatewayRoutes runs meshpilot serve --from a folder of
@@ -96,7 +103,7 @@ kind: ReferenceGrant
 metadata: {name: web-routes, namespace: shop}
 spec:
   from: [{group: gateway.networking.k8s.io, kind: GRPCRoute, namespace: web}]
-  to: [{group: "", kind: Service, name: cart}]
+  to: [{group: "", kind: Service, name: orders}]
 `
 	if err := os.WriteFile(manifest, []byte(gatewayFolder+grant), 0o644); err != nil {
 		t.Fatal(err)

@@ -187,6 +187,16 @@ type HTTPRedirect struct {
 	URI, Authority string
 	// Code is the HTTP status; 0: 301.
 	Code uint32
+	// PrefixRewrite, when set, replaces the prefix the route matched
+	// (URI is then unset).
+	PrefixRewrite string
+	// Scheme, when set, is the redirect's scheme.
+	Scheme string
+	// Port, when set, is the redirect's port. PortFromRequest keeps the
+	// port the request was sent to: Envoy cannot read it from the
+	// request, but a route serves one port, so it is that port.
+	Port            uint32
+	PortFromRequest bool
 }
 
 // HTTPDirectResponse answers with a fixed status and body (Envoy only).

@@ -152,7 +152,7 @@ func (g *routeGenerator) vsAction(c *Client, svc *model.Service, port int32, hr 
 	}
 	switch {
 	case hr.Redirect != nil:
-		out.Action = redirectAction(hr.Redirect)
+		out.Action = redirectAction(hr.Redirect, port)
 		return out, deps, vary
 	case hr.DirectResponse != nil && len(hr.Route) == 0:
 		out.Action = &route.Route_DirectResponse{DirectResponse: &route.DirectResponseAction{
@@ -425,11 +425,31 @@ func pseudoOrHost(name string) bool {
 	return strings.HasPrefix(name, ":") || strings.EqualFold(name, "host")
 }
 
-// redirectAction is a redirect route's action (Envoy only).
-func redirectAction(r *model.HTTPRedirect) *route.Route_Redirect {
+// redirectAction is a redirect route's action (Envoy only), for a route
+// of the service port port. As istiod writes it, a port that is the
+// scheme's own (80 for http, 443 for https; outbound requests are http
+// unless the redirect says otherwise) is left out of the location.
+func redirectAction(r *model.HTTPRedirect, port int32) *route.Route_Redirect {
 	a := &route.RedirectAction{HostRedirect: r.Authority}
-	if r.URI != "" {
+	switch {
+	case r.PrefixRewrite != "":
+		a.PathRewriteSpecifier = &route.RedirectAction_PrefixRewrite{PrefixRewrite: r.PrefixRewrite}
+	case r.URI != "":
 		a.PathRewriteSpecifier = &route.RedirectAction_PathRedirect{PathRedirect: r.URI}
+	}
+	if r.Scheme != "" {
+		a.SchemeRewriteSpecifier = &route.RedirectAction_SchemeRedirect{SchemeRedirect: r.Scheme}
+	}
+	a.PortRedirect = r.Port
+	if r.PortFromRequest {
+		a.PortRedirect = uint32(port)
+	}
+	scheme := r.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	if a.PortRedirect == 80 && scheme == "http" || a.PortRedirect == 443 && scheme == "https" {
+		a.PortRedirect = 0
 	}
 	switch r.Code {
 	case 302:

@@ -91,6 +91,9 @@ type gwConverter struct {
 	// makes the route not Accepted as written.
 	acceptedReason, acceptedWhy string
 	services                    []model.Hostname
+	// parentServices are the Services the route attaches to, as
+	// "namespace/name".
+	parentServices []string
 }
 
 func (c *gwConverter) suffix() string {
@@ -156,6 +159,7 @@ func (c *gwConverter) parents(refs []gatewayv1.ParentReference) []*gatewayParent
 			ns = string(*ref.Namespace)
 		}
 		p := &gatewayParentStatus{ref: ref, host: c.serviceHost(ns, string(ref.Name)), producer: ns == c.ns, attachable: true}
+		c.parentServices = append(c.parentServices, ns+"/"+string(ref.Name))
 		if ref.Port != nil {
 			p.port = *ref.Port
 		}

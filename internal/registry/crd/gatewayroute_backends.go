@@ -2,6 +2,7 @@ package crd
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -22,6 +23,12 @@ type gwBackend struct {
 // ReferenceGrant of that namespace lets the route name (RefNotPermitted),
 // no port. A Service that does not exist is kept (BackendNotFound): its
 // requests fail, with 500 from Envoy as the Gateway API says.
+//
+// The Service a route attaches to needs no grant as its backend: a
+// consumer route sending its namespace's requests on to the Service they
+// were for reaches nothing its clients could not reach already (GEP-1294
+// lets mesh routes name backends of any namespace for that reason, and
+// the mesh conformance scenario MeshConsumerRoute relies on it).
 func (c *gwConverter) backend(path string, ref gatewayv1.BackendObjectReference) (model.RouteDestination, bool) {
 	group, kind := "", "Service"
 	if ref.Group != nil {
@@ -41,7 +48,7 @@ func (c *gwConverter) backend(path string, ref gatewayv1.BackendObjectReference)
 		ns = string(*ref.Namespace)
 	}
 	name := string(ref.Name)
-	if ns != c.ns && !c.granted(ns, name) {
+	if ns != c.ns && !slices.Contains(c.parentServices, ns+"/"+name) && !c.granted(ns, name) {
 		c.refProblem(gatewayv1.RouteReasonRefNotPermitted, fmt.Sprintf(
 			"%s: Service %s/%s is of another namespace and no ReferenceGrant of %s lets a %s of %s name it; left out", path, ns, name, ns, c.kind, c.ns))
 		c.ignoreBoth(path, fmt.Sprintf("no ReferenceGrant of namespace %s allows it: left out", ns))

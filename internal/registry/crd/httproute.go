@@ -218,17 +218,19 @@ func (c *gwConverter) redirect(path string, f *gatewayv1.HTTPRequestRedirectFilt
 	if p := f.Path; p != nil && p.Type == gatewayv1.FullPathHTTPPathModifier && p.ReplaceFullPath != nil {
 		out.URI = *p.ReplaceFullPath
 	}
-	for _, part := range []struct {
-		field string
-		set   bool
-	}{
-		{"scheme", f.Scheme != nil},
-		{"port", f.Port != nil},
-		{"path.replacePrefixMatch", f.Path != nil && f.Path.Type == gatewayv1.PrefixMatchHTTPPathModifier},
-	} {
-		if part.set {
-			c.status.IgnoreEnvoy(path+".requestRedirect."+part.field, "not implemented for Envoy yet: the redirect keeps the request's")
-		}
+	if p := f.Path; p != nil && p.Type == gatewayv1.PrefixMatchHTTPPathModifier && p.ReplacePrefixMatch != nil {
+		out.PrefixRewrite = *p.ReplacePrefixMatch
+	}
+	if f.Scheme != nil {
+		out.Scheme = *f.Scheme
+	}
+	// Without a port the Gateway API keeps the request's, but a new
+	// scheme takes its own default port, as istiod reads it.
+	switch {
+	case f.Port != nil:
+		out.Port = uint32(*f.Port)
+	case f.Scheme == nil:
+		out.PortFromRequest = true
 	}
 	return out
 }

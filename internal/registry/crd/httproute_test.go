@@ -294,8 +294,7 @@ spec:
   - filters: [{type: RequestRedirect, requestRedirect: {hostname: new.example.com, statusCode: 301, scheme: https}}]`,
 			want: []string{"cart.shop producer", "  shop.r.0 [port=8080 uri^=/] -> redirect new.example.com 301",
 				"cart: Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"},
-			grpc:  []string{"spec.rules[0].filters[0]"},
-			envoy: []string{"spec.rules[0].filters[0].requestRedirect.scheme"},
+			grpc: []string{"spec.rules[0].filters[0]"},
 		},
 		{
 			name: "an unsupported filter: the rule answers 500, Accepted False",
