@@ -217,10 +217,12 @@ func (c *vsConverter) route(path string, r *apinetworking.HTTPRoute) (model.HTTP
 func (c *vsConverter) answers(path string, r *apinetworking.HTTPRoute, out *model.HTTPRoute) {
 	if rd := r.GetRedirect(); rd != nil {
 		c.status.IgnoreGRPC(path+".redirect", whyGRPCNoRedirect)
-		out.Redirect = &model.HTTPRedirect{URI: rd.GetUri(), Authority: rd.GetAuthority(), Code: rd.GetRedirectCode()}
-		if rd.GetRedirectPort() != nil || rd.GetScheme() != "" || rd.GetPrefixRewrite() != "" {
-			c.status.IgnoreEnvoy(path+".redirect", "only uri, authority and redirectCode are implemented")
-		}
+		// As istiod's route translation: a port, or the port the request
+		// came to (the route's, since a route serves one port), or
+		// without either the scheme's default, which is Envoy's own.
+		out.Redirect = &model.HTTPRedirect{URI: rd.GetUri(), Authority: rd.GetAuthority(), Code: rd.GetRedirectCode(),
+			Scheme: rd.GetScheme(), PrefixRewrite: rd.GetPrefixRewrite(), Port: rd.GetPort(),
+			PortFromRequest: rd.GetDerivePort() == apinetworking.HTTPRedirect_FROM_REQUEST_PORT && rd.GetPort() == 0}
 	}
 	if dr := r.GetDirectResponse(); dr != nil {
 		c.status.IgnoreGRPC(path+".directResponse", whyGRPCNoDirect)

@@ -143,6 +143,10 @@ func TestVirtualServiceRules(t *testing.T) {
 			grpcIgnored: []string{"spec.http[0].match[0].queryParams"}},
 		{name: "redirect", applies: true, spec: "  hosts: [reviews]\n  http:\n  - redirect: {uri: /x}",
 			grpcIgnored: []string{"spec.http[0].redirect"}},
+		{name: "redirect with scheme, port, prefix: all for Envoy", applies: true, spec: "  hosts: [reviews]\n  http:\n  - redirect: {scheme: https, port: 8443, prefixRewrite: /v2}",
+			grpcIgnored: []string{"spec.http[0].redirect"}},
+		{name: "redirect to the request's port", applies: true, spec: "  hosts: [reviews]\n  http:\n  - redirect: {authority: b, derivePort: FROM_REQUEST_PORT}",
+			grpcIgnored: []string{"spec.http[0].redirect"}},
 		{name: "direct response", applies: true, spec: "  hosts: [reviews]\n  http:\n  - directResponse: {status: 503}",
 			grpcIgnored: []string{"spec.http[0].directResponse"}},
 		{name: "mirror", applies: true, spec: "  hosts: [reviews]\n  http:\n  - mirror: {host: ratings}" + to,
@@ -184,5 +188,27 @@ func TestVirtualServiceRules(t *testing.T) {
 				t.Errorf("ignored for Envoy %v, want %v", g, tc.envoyIgnored)
 			}
 		})
+	}
+}
+
+// TestVirtualServiceRedirect: a redirect's scheme, port (or the request's)
+// and prefix reach the model, as istiod's route translation reads them.
+func TestVirtualServiceRedirect(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want model.HTTPRedirect
+	}{
+		{"{uri: /x, authority: a, redirectCode: 302}", model.HTTPRedirect{URI: "/x", Authority: "a", Code: 302}},
+		{"{scheme: https, port: 8443, prefixRewrite: /v2}", model.HTTPRedirect{Scheme: "https", Port: 8443, PrefixRewrite: "/v2"}},
+		{"{authority: b, derivePort: FROM_REQUEST_PORT}", model.HTTPRedirect{Authority: "b", PortFromRequest: true}},
+		{"{authority: b, derivePort: FROM_PROTOCOL_DEFAULT}", model.HTTPRedirect{Authority: "b"}},
+	} {
+		got, st := ConvertVirtualService(vsFromYAML(t, "vs", "  hosts: [reviews]\n  http:\n  - redirect: "+tc.spec), ConvertOptions{SubsetDefined: definedSubsets})
+		if st.Refused != nil || got == nil {
+			t.Fatalf("%s: refused %+v", tc.spec, st.Refused)
+		}
+		if r := got.HTTP[0].Redirect; r == nil || *r != tc.want {
+			t.Errorf("%s: redirect %+v, want %+v", tc.spec, r, tc.want)
+		}
 	}
 }
