@@ -113,6 +113,9 @@ func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error 
 	defer stream.Close()
 	c.stream = stream
 	if err := c.subscribe(0, c.listeners); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (a restart) while asking: the send fails with EOF
+		}
 		return err
 	}
 	var resp xdstest.Response // reused: one allocation per client, not per response
@@ -131,6 +134,9 @@ func (c *adsClient) run(ctx context.Context, cc grpc.ClientConnInterface) error 
 			return fmt.Errorf("client %d: %w", c.id, err)
 		}
 		if err := c.handle(&resp); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while answering: the ACK fails with EOF
+			}
 			return err
 		}
 		resp.Reset()
