@@ -36,7 +36,8 @@ A "-" means the client never asked for that type.
 
 "status services" lists the services meshpilot knows, with their endpoints.
 
-"status config" prints the problems of the Istio objects meshpilot read,
+"status config" prints the problems of the Istio and Gateway API objects
+meshpilot read,
 as istioctl analyze does (see "status config --help").
 
 "status consistency" audits meshpilot's Kubernetes caches and model against
@@ -81,7 +82,7 @@ the API server and prints each difference (see "status consistency --help").
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "config",
-		Short: "Print the problems of the Istio objects meshpilot read, as istioctl analyze does; exit 79 when one is refused",
+		Short: "Print the problems of the Istio and Gateway API objects meshpilot read, as istioctl analyze does; exit 79 when one is refused",
 		Long: `config reads /debug/configz and prints one line per problem of the Istio
 objects meshpilot read, as istioctl analyze does:
 

@@ -19,7 +19,7 @@ func (m *Metrics) WatchConfigObjects(status *configstatus.Reporter) {
 		kinds:  map[string]bool{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "config", Name: "objects",
-			Help: "Istio objects read, by kind and state: applied; partial (applied, some fields not sent to a kind of client); refused (not applied: its last good version stays in force).",
+			Help: "Istio and Gateway API objects read, by kind and state: applied; partial (applied, some fields not sent to a kind of client); refused (not applied: its last good version stays in force).",
 		}, []string{"kind", "state"}),
 	}
 	m.registry.MustRegister(c.gauge)

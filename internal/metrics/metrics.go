@@ -40,7 +40,7 @@
 //	informer_events_total{cluster,kind,event}  Kubernetes informer events (add, update, delete)
 //	workqueue_*{name,cluster}              client-go's work queue metrics (depth, adds,
 //	                                       queue and work duration, retries, ...)
-//	config_objects{kind,state}             Istio objects read, by kind and state (applied,
+//	config_objects{kind,state}             Istio and Gateway API objects read, by kind and state (applied,
 //	                                       partial: some fields not sent to a kind of client,
 //	                                       refused: not applied, its last good version in force)
 //	audit_differences{kind}                differences the last consistency audit found: a Kubernetes
