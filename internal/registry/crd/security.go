@@ -81,6 +81,17 @@ func (s *Security) rootOf(mesh *model.MeshSettings) string {
 	return cmp.Or(s.opts.RootNamespace, model.DefaultRootNamespace)
 }
 
+// whyRootSelector is reported on a PeerAuthentication with a selector in
+// the root namespace, which Istio's ComposePeerAuthentication ignores.
+const whyRootSelector = "a PeerAuthentication with a selector in the root namespace applies to no workload, as in Istio: select workloads from their own namespace"
+
+// rootNamespace is the root namespace in force.
+func (s *Security) rootNamespace() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.root
+}
+
 func (s *Security) onEvent(ev Event) {
 	switch ev.Kind {
 	case PeerAuthentication:
@@ -89,6 +100,9 @@ func (s *Security) onEvent(ev Event) {
 		obj := s.reg.PeerAuthentication(ev.Namespace, ev.Name)
 		if obj != nil {
 			now, st = ConvertPeerAuthentication(obj)
+			if now != nil && st.Refused == nil && len(now.Selector) > 0 && ev.Namespace == s.rootNamespace() {
+				st.IgnoredGRPC = append(st.IgnoredGRPC, configstatus.Field{Path: "spec.selector", Why: whyRootSelector})
+			}
 		}
 		s.apply(ev, obj != nil, st, func() []model.ConfigKey {
 			return setPolicy(s.peer, ev.Namespace, ev.Name, now)

@@ -170,3 +170,27 @@ func TestSecurityPoliciesFor(t *testing.T) {
 		t.Errorf("mode = %v, want DISABLE (the namespace's over the mesh's)", mode)
 	}
 }
+
+// TestSecurityRootSelectorReported: a PeerAuthentication with a selector
+// in the root namespace applies to no workload, as in Istio; its status
+// says so, and the same policy in another namespace has no such note.
+func TestSecurityRootSelectorReported(t *testing.T) {
+	store := newSecStore()
+	status := configstatus.NewReporter()
+	sec := NewSecurity(store, SecurityOptions{RootNamespace: "mesh", Status: status})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const spec = "selector: {matchLabels: {app: a}}\nmtls: {mode: STRICT}"
+	store.applyPeer(t, "mesh", "workloads", spec, t0)
+	store.applyPeer(t, "ns", "workloads", spec, t0)
+	st, _ := status.Get(configstatus.Ref{Kind: string(PeerAuthentication), Namespace: "mesh", Name: "workloads"})
+	if !slices.ContainsFunc(st.IgnoredGRPC, func(f configstatus.Field) bool { return f.Path == "spec.selector" }) {
+		t.Errorf("the root namespace's policy: ignored for gRPC %+v, want spec.selector", st.IgnoredGRPC)
+	}
+	st, _ = status.Get(configstatus.Ref{Kind: string(PeerAuthentication), Namespace: "ns", Name: "workloads"})
+	if slices.ContainsFunc(st.IgnoredGRPC, func(f configstatus.Field) bool { return f.Path == "spec.selector" }) {
+		t.Errorf("a namespace's policy: ignored for gRPC %+v, want no spec.selector", st.IgnoredGRPC)
+	}
+	if mode, found := model.MTLSFor(sec.SecurityPoliciesFor("mesh"), "mesh", map[string]string{"app": "a"}, 8080); found || mode != model.MTLSPermissive {
+		t.Errorf("a root namespace workload the selector matches: %v (found %v), want PERMISSIVE by default", mode, found)
+	}
+}
