@@ -240,11 +240,7 @@ func convertRule(rule *securityapi.Rule, path string, action model.AuthzAction, 
 		if len(s.Principals)+len(s.NotPrincipals)+len(s.Namespaces)+len(s.NotNamespaces) > 0 && len(s.ServiceAccounts)+len(s.NotServiceAccounts) > 0 {
 			return refuse(p+".serviceAccounts", "serviceAccounts cannot be set with namespaces or principals")
 		}
-		lists := []struct {
-			name  string
-			v     []string
-			check func([]string) string
-		}{
+		lists := []checkedList{
 			{"principals", s.Principals, nil}, {"notPrincipals", s.NotPrincipals, nil},
 			{"requestPrincipals", s.RequestPrincipals, nil}, {"notRequestPrincipals", s.NotRequestPrincipals, nil},
 			{"namespaces", s.Namespaces, nil}, {"notNamespaces", s.NotNamespaces, nil},
@@ -253,15 +249,9 @@ func convertRule(rule *securityapi.Rule, path string, action model.AuthzAction, 
 			{"serviceAccounts", s.ServiceAccounts, checkServiceAccounts}, {"notServiceAccounts", s.NotServiceAccounts, checkServiceAccounts},
 			{"trustDomains", s.TrustDomains, checkTrustDomains}, {"notTrustDomains", s.NotTrustDomains, checkTrustDomains},
 		}
-		set := false
-		for _, l := range lists {
-			if len(l.v) == 0 {
-				continue
-			}
-			set = true
-			if why := checkValues(l.v, l.check); why != "" {
-				return refuse(p+"."+l.name, why)
-			}
+		set, field, why := checkLists(lists)
+		if why != "" {
+			return refuse(p+"."+field, why)
 		}
 		if !set {
 			return refuse(p, "a source must set at least one field: leave the from entry out to match every caller")
@@ -293,25 +283,15 @@ func convertRule(rule *securityapi.Rule, path string, action model.AuthzAction, 
 			Hosts: op.GetHosts(), NotHosts: op.GetNotHosts(), Ports: op.GetPorts(), NotPorts: op.GetNotPorts(),
 			Methods: op.GetMethods(), NotMethods: op.GetNotMethods(), Paths: op.GetPaths(), NotPaths: op.GetNotPaths(),
 		}
-		lists := []struct {
-			name  string
-			v     []string
-			check func([]string) string
-		}{
+		lists := []checkedList{
 			{"hosts", o.Hosts, nil}, {"notHosts", o.NotHosts, nil},
 			{"ports", o.Ports, checkPorts}, {"notPorts", o.NotPorts, checkPorts},
 			{"methods", o.Methods, nil}, {"notMethods", o.NotMethods, nil},
 			{"paths", o.Paths, checkPathTemplates}, {"notPaths", o.NotPaths, checkPathTemplates},
 		}
-		set := false
-		for _, l := range lists {
-			if len(l.v) == 0 {
-				continue
-			}
-			set = true
-			if why := checkValues(l.v, l.check); why != "" {
-				return refuse(p+"."+l.name, why)
-			}
+		set, field, why := checkLists(lists)
+		if why != "" {
+			return refuse(p+"."+field, why)
 		}
 		if !set {
 			// An empty list (paths: []) is no field: istiod refuses an
@@ -352,6 +332,29 @@ func convertRule(rule *securityapi.Rule, path string, action model.AuthzAction, 
 		out.When = append(out.When, model.AuthzCondition{Key: key, Values: when.GetValues(), NotValues: when.GetNotValues()})
 	}
 	return out, nil
+}
+
+// checkedList is one list field of a source or an operation and the
+// check of its values (nil: only that none is empty).
+type checkedList struct {
+	name  string
+	v     []string
+	check func([]string) string
+}
+
+// checkLists checks every list that is set; set reports whether one is,
+// and field and why name the first refused and the reason.
+func checkLists(lists []checkedList) (set bool, field, why string) {
+	for _, l := range lists {
+		if len(l.v) == 0 {
+			continue
+		}
+		set = true
+		if why := checkValues(l.v, l.check); why != "" {
+			return true, l.name, why
+		}
+	}
+	return set, "", ""
 }
 
 // checkValues refuses an empty value, then what check refuses.
