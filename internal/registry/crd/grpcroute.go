@@ -23,7 +23,7 @@ func ConvertGRPCRoute(obj *gatewayv1.GRPCRoute, o GatewayConvertOptions) *Gatewa
 	c := &gwConverter{opts: o, kind: gwstatus.KindGRPCRoute, ns: obj.Namespace, name: obj.Name}
 	parents := c.parents(obj.Spec.ParentRefs)
 	if len(obj.Spec.Hostnames) > 0 {
-		c.ignoreBoth("spec.hostnames", "a route attached to a Service routes the Service's hostname: hostnames are not read (as in istiod)")
+		c.ignoreBoth("spec.hostnames", whyGWHostnames)
 	}
 	var rules []model.HTTPRoute
 	for i, r := range obj.Spec.Rules {

@@ -11,6 +11,10 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
+// whyGWHostnames is reported on a route's hostnames: a Service parent
+// routes its own hostname.
+const whyGWHostnames = "a route attached to a Service routes the Service's hostname: hostnames are not read (as in istiod)"
+
 // ConvertHTTPRoute turns an HTTPRoute into the rules it gives the
 // traffic to each Service it is attached to, as istiod converts it for
 // the mesh: one rule per match (path exact, prefix of whole segments,
@@ -28,7 +32,7 @@ func ConvertHTTPRoute(obj *gatewayv1.HTTPRoute, o GatewayConvertOptions) *Gatewa
 	c := &gwConverter{opts: o, kind: gwstatus.KindHTTPRoute, ns: obj.Namespace, name: obj.Name}
 	parents := c.parents(obj.Spec.ParentRefs)
 	if len(obj.Spec.Hostnames) > 0 {
-		c.ignoreBoth("spec.hostnames", "a route attached to a Service routes the Service's hostname: hostnames are not read (as in istiod)")
+		c.ignoreBoth("spec.hostnames", whyGWHostnames)
 	}
 	var rules []model.HTTPRoute
 	specRules := obj.Spec.Rules
