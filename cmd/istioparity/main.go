@@ -79,7 +79,13 @@ func main() {
 			defer stop()
 			results, err := parity.Run(ctx, parity.Options{Istiod: istiod, Meshpilot: meshpilot, Cases: files, Intended: list, LogDir: logDir, Log: os.Stderr})
 			n := parity.Report(os.Stdout, results)
-			fmt.Fprintf(os.Stdout, "%d differences outside %s; the servers' logs are in %s\n", n, intended, logDir)
+			shown := intended
+			if wd, err := os.Getwd(); err == nil {
+				if rel, err := filepath.Rel(wd, intended); err == nil {
+					shown = rel
+				}
+			}
+			fmt.Fprintf(os.Stdout, "%d differences outside %s; the servers' logs are in %s\n", n, shown, logDir)
 			if err != nil {
 				return err
 			}

@@ -201,7 +201,13 @@ func printServices(w io.Writer, svcs []model.Service, eps []debug.ServiceEndpoin
 		_, err := fmt.Fprintln(w, "No services.")
 		return err
 	}
-	counts := map[model.Hostname][2]int{} // healthy, total
+	// A host several namespaces define has an entry per definition,
+	// told apart by namespace.
+	type def struct {
+		host model.Hostname
+		ns   string
+	}
+	counts := map[def][2]int{} // healthy, total
 	for _, se := range eps {
 		var c [2]int
 		for _, p := range se.Ports {
@@ -212,19 +218,30 @@ func printServices(w io.Writer, svcs []model.Service, eps []debug.ServiceEndpoin
 				c[1]++
 			}
 		}
-		counts[se.Hostname] = c
+		counts[def{se.Hostname, se.Namespace}] = c
 	}
 	slices.SortFunc(svcs, func(a, b model.Service) int { return strings.Compare(string(a.Hostname), string(b.Hostname)) })
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "HOSTNAME\tNAMESPACE\tRESOLUTION\tPORTS\tENDPOINTS (HEALTHY/ALL)")
-	for _, s := range svcs {
+	row := func(s *model.Service, key def) {
 		var ports []string
 		for _, p := range s.Ports {
 			ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
 		}
-		c := counts[s.Hostname]
+		c := counts[key]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\n", s.Hostname, s.Namespace, s.Resolution,
 			strings.Join(ports, ","), c[0], c[1])
+	}
+	for i := range svcs {
+		s := &svcs[i]
+		if len(s.Others) == 0 {
+			row(s, def{s.Hostname, ""})
+			continue
+		}
+		row(s, def{s.Hostname, s.Namespace})
+		for _, o := range s.Others {
+			row(o, def{o.Hostname, o.Namespace})
+		}
 	}
 	return tw.Flush()
 }

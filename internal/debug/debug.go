@@ -233,8 +233,12 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // ServiceEndpoints are the endpoints of one service, per port.
 type ServiceEndpoints struct {
-	Hostname model.Hostname  `json:"hostname"`
-	Ports    []PortEndpoints `json:"ports"`
+	Hostname model.Hostname `json:"hostname"`
+	// Namespace is the defining namespace of each definition of a host
+	// that several namespaces define (model.Service.Others), one entry
+	// each; empty for any other host.
+	Namespace string          `json:"namespace,omitempty"`
+	Ports     []PortEndpoints `json:"ports"`
 }
 
 // PortEndpoints are the endpoints serving one service port.
@@ -252,14 +256,35 @@ func Endpointz(d model.ServiceDiscovery, localClusterID string) []ServiceEndpoin
 	svcs := d.Services()
 	out := make([]ServiceEndpoints, 0, len(svcs))
 	for _, s := range svcs {
-		se := ServiceEndpoints{Hostname: s.Hostname, Ports: []PortEndpoints{}}
-		for _, p := range s.Ports {
-			eps := withCluster(d.EndpointsByPortName(s.Hostname, p.Name, nil), localClusterID)
-			se.Ports = append(se.Ports, PortEndpoints{Port: p.Port, Name: p.Name, Protocol: p.Protocol, Endpoints: eps})
+		if len(s.Others) == 0 {
+			out = append(out, serviceEndpoints(d, s, "", localClusterID))
+			continue
 		}
-		out = append(out, se)
+		out = append(out, serviceEndpoints(d, s, s.Namespace, localClusterID))
+		for _, o := range s.Others {
+			out = append(out, serviceEndpoints(d, o, o.Namespace, localClusterID))
+		}
 	}
 	return out
+}
+
+func serviceEndpoints(d model.ServiceDiscovery, s *model.Service, ns, localClusterID string) ServiceEndpoints {
+	se := ServiceEndpoints{Hostname: s.Hostname, Namespace: ns, Ports: []PortEndpoints{}}
+	own, isOther := s.OwnEndpoints()
+	for _, p := range s.Ports {
+		var eps []*model.Endpoint
+		if isOther {
+			for _, ep := range own {
+				if ep.ServicePortName == p.Name {
+					eps = append(eps, ep)
+				}
+			}
+		} else {
+			eps = d.EndpointsByPortName(s.Hostname, p.Name, nil)
+		}
+		se.Ports = append(se.Ports, PortEndpoints{Port: p.Port, Name: p.Name, Protocol: p.Protocol, Endpoints: withCluster(eps, localClusterID)})
+	}
+	return se
 }
 
 // withCluster returns copies of the endpoints, each naming its cluster:

@@ -146,3 +146,29 @@ func TestEndpointzNamesEachEndpointsCluster(t *testing.T) {
 		t.Fatalf("the model's endpoint was written: %+v", ep)
 	}
 }
+
+// TestEndpointzShowsEachDefinition: a host two namespaces define shows
+// one entry per definition, each with its namespace and its own
+// endpoints.
+func TestEndpointzShowsEachDefinition(t *testing.T) {
+	store := model.NewStore()
+	def := func(ns string) *model.Service {
+		return &model.Service{Hostname: "api.example.com", Name: "api.example.com", Namespace: ns,
+			Ports: []model.Port{{Name: "grpc", Port: 443, Protocol: model.GRPC}}}
+	}
+	ep := func(addr string) []*model.Endpoint {
+		return []*model.Endpoint{{Address: addr, Port: 8443, ServicePortName: "grpc"}}
+	}
+	store.Update(model.WithDefinitions(def("a"), []model.Definition{{Service: def("b"), Endpoints: ep("10.0.0.2")}}), ep("10.0.0.1"))
+	var got []string
+	for _, se := range Endpointz(store, "east") {
+		for _, p := range se.Ports {
+			for _, e := range p.Endpoints {
+				got = append(got, se.Namespace+" "+e.Address+" "+e.ClusterID)
+			}
+		}
+	}
+	if want := []string{"a 10.0.0.1 east", "b 10.0.0.2 east"}; !slices.Equal(got, want) {
+		t.Fatalf("endpointz %v, want %v", got, want)
+	}
+}

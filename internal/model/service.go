@@ -145,6 +145,14 @@ type Service struct {
 	// ServiceEntry's subjectAltNames. ISTIO_MUTUAL verifies them too, as
 	// istiod's service accounts of a service hold them.
 	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	// Others are other namespaces' definitions of the same host (see
+	// WithDefinitions), which clients of some namespaces see instead of
+	// this one (ForNamespace). Only ServiceEntries make them.
+	Others []*Service `json:"others,omitempty"`
+
+	// own holds the endpoints of a definition in another service's
+	// Others (EndpointsOf).
+	own *definitionEndpoints
 }
 
 // VisibleTo reports whether clients of namespace ns may see the service.
@@ -272,7 +280,7 @@ func (s *Service) Equal(o *Service) bool {
 		maps.Equal(s.Labels, o.Labels) && s.InternalTrafficPolicy == o.InternalTrafficPolicy &&
 		s.TrafficDistribution == o.TrafficDistribution && maps.Equal(s.Selector, o.Selector) &&
 		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo) &&
-		slices.Equal(s.ServiceAccounts, o.ServiceAccounts)
+		slices.Equal(s.ServiceAccounts, o.ServiceAccounts) && othersEqual(s.Others, o.Others)
 }
 
 // Locality is where a workload runs.

@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // WithExportDefaults returns d as clients see it under MeshConfig's
 // defaultServiceExportTo (MeshSettings.DefaultExportTo.Service): a
 // service that says no exportTo takes the default, as istiod gives it.
@@ -29,12 +31,24 @@ func (e exportDefaults) defaults() []string {
 }
 
 // withDefault is svc with the default exportTo when it says none.
+// The host's other definitions (Service.Others) take it too.
 func withDefault(svc *Service, def []string) *Service {
-	if svc == nil || len(def) == 0 || len(svc.ExportTo) > 0 {
+	if svc == nil || len(def) == 0 {
+		return svc
+	}
+	if len(svc.ExportTo) > 0 && !slices.ContainsFunc(svc.Others, func(o *Service) bool { return len(o.ExportTo) == 0 }) {
 		return svc
 	}
 	c := *svc
-	c.ExportTo = def
+	if len(c.ExportTo) == 0 {
+		c.ExportTo = def
+	}
+	if len(c.Others) > 0 {
+		c.Others = make([]*Service, len(svc.Others))
+		for i, o := range svc.Others {
+			c.Others[i] = withDefault(o, def)
+		}
+	}
 	return &c
 }
 

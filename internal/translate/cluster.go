@@ -54,7 +54,7 @@ func (g *clusterGenerator) Generate(c *Client, name string) Result {
 		if s := rule.Subset(key.Subset); s != nil {
 			selector = s.Labels
 		}
-		if !resolveEndpointNames(cl, g.Discovery.Endpoints(svc.Hostname, key.Port, selector), c.GRPC) {
+		if !resolveEndpointNames(cl, model.EndpointsOf(g.Discovery, svc, key.Port, selector), c.GRPC) {
 			return Result{Deps: deps, Vary: vary}
 		}
 		vary |= VaryKind

@@ -68,7 +68,7 @@ func (g *endpointGenerator) Generate(c *Client, name string) Result {
 	// trafficDistribution, which comes before the mesh's setting, as in
 	// Istio (GetEffectiveLbSetting).
 	near := closenessFor(svc, c, policy.LocalityLB == nil)
-	eps := g.Discovery.Endpoints(svc.Hostname, port, selector)
+	eps := model.EndpointsOf(g.Discovery, svc, port, selector)
 	scope, eps, scopeVary := g.clusterScopeFor(c, svc, eps)
 	deps = append(deps, model.MeshServiceSettingsKey)
 	vary |= scopeVary

@@ -137,7 +137,15 @@ func inboundMTLS(ep *model.Endpoint) bool {
 // change of its namespace.
 func findInboundTargets(d model.ServiceDiscovery, c *Client, port int32) inboundTargets {
 	var t inboundTargets
-	for _, svc := range d.Services() {
+	for _, def := range d.Services() {
+		// A host several namespaces define: this namespace's definition.
+		svc := def
+		if len(def.Others) > 0 {
+			i := slices.IndexFunc(def.Others, func(o *model.Service) bool { return o.Namespace == c.Namespace })
+			if def.Namespace != c.Namespace && i >= 0 {
+				svc = def.Others[i]
+			}
+		}
 		if svc.Namespace != c.Namespace || svc.Resolution == model.DNSAlias {
 			continue
 		}
@@ -158,7 +166,7 @@ func findInboundTargets(d model.ServiceDiscovery, c *Client, port int32) inbound
 // or nil.
 func servingEndpoint(d model.ServiceDiscovery, svc *model.Service, ips []string, port uint32) *model.Endpoint {
 	for _, p := range svc.PortsByNumber() {
-		for _, ep := range d.Endpoints(svc.Hostname, p.Port, nil) {
+		for _, ep := range model.EndpointsOf(d, svc, p.Port, nil) {
 			if ep.Port == port && slices.Contains(ips, ep.Address) {
 				return ep
 			}

@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"slices"
 	"strconv"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -97,12 +98,38 @@ func servicePort(d model.ServiceDiscovery, c *Client, name string) (*model.Servi
 func clusterNames(d model.ServiceDiscovery, withoutDNSAliases bool) []string {
 	var out []string
 	for _, svc := range d.Services() {
+		if len(svc.Others) > 0 {
+			out = append(out, definitionsClusterNames(svc, withoutDNSAliases)...)
+			continue
+		}
 		if withoutDNSAliases && svc.Resolution == model.DNSAlias {
 			continue
 		}
 		for _, p := range svc.PortsByNumber() {
 			out = append(out, model.ClusterName(p.Port, "", svc.Hostname))
 		}
+	}
+	return out
+}
+
+// definitionsClusterNames lists the cluster names of every port of a
+// host that several namespaces define: the list is the same for every
+// client, and a name whose port the client's definition lacks is
+// answered with nothing.
+func definitionsClusterNames(svc *model.Service, withoutDNSAliases bool) []string {
+	var ports []int32
+	for _, def := range append([]*model.Service{svc}, svc.Others...) {
+		if withoutDNSAliases && def.Resolution == model.DNSAlias {
+			continue
+		}
+		for _, p := range def.PortsByNumber() {
+			ports = append(ports, p.Port)
+		}
+	}
+	slices.Sort(ports)
+	out := make([]string, 0, len(ports))
+	for _, p := range slices.Compact(ports) {
+		out = append(out, model.ClusterName(p, "", svc.Hostname))
 	}
 	return out
 }

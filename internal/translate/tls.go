@@ -180,7 +180,7 @@ func transportSocket(m proto.Message) *core.TransportSocket {
 func spiffeIdentities(d model.ServiceDiscovery, svc *model.Service, mesh *model.MeshSettings) []string {
 	var accounts []string
 	for _, p := range svc.PortsByNumber() {
-		for _, ep := range d.Endpoints(svc.Hostname, p.Port, nil) {
+		for _, ep := range model.EndpointsOf(d, svc, p.Port, nil) {
 			if ep.ServiceAccount == "" {
 				continue
 			}

@@ -12,13 +12,14 @@ import "github.com/meshpilot/meshpilot/internal/model"
 // restricts it, whoever asks: a service exported to all (the common case)
 // keeps one resource shared by every client. The caller depends on the
 // host's service key already, which an exportTo change touches.
+//
+// A host that several namespaces define (model.Service.Others) is, for
+// each client, the definition its namespace sees (ForNamespace), so the
+// answer varies by namespace whatever the definitions' exportTo.
 func visibleService(d model.ServiceDiscovery, c *Client, host model.Hostname) (*model.Service, Vary) {
 	svc := d.GetService(host)
-	if svc == nil || svc.ExportedToAll() {
+	if svc == nil || (svc.ExportedToAll() && len(svc.Others) == 0) {
 		return svc, 0
 	}
-	if !svc.VisibleTo(c.Namespace) {
-		return nil, VaryNamespace
-	}
-	return svc, VaryNamespace
+	return svc.ForNamespace(c.Namespace), VaryNamespace
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	apinetworking "istio.io/api/networking/v1alpha3"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -18,6 +19,9 @@ import (
 // entry is a ServiceEntry converted, before WorkloadEntries are selected.
 type entry struct {
 	namespace, name string
+	// created orders the definitions of one host from several
+	// namespaces: the oldest first, as istiod orders services.
+	created time.Time
 	// services holds one service per served host, in the order of
 	// spec.hosts; hostPaths the field of each ("spec.hosts[1]").
 	services  []*model.Service
@@ -44,7 +48,7 @@ func (e *entry) key() string { return e.namespace + "/" + e.name }
 // status also lists the fields no client gets.
 func convertServiceEntry(se *networkingv1.ServiceEntry, domainSuffix string) (*entry, configstatus.Status) {
 	spec := &se.Spec
-	e := &entry{namespace: se.Namespace, name: se.Name}
+	e := &entry{namespace: se.Namespace, name: se.Name, created: se.CreationTimestamp.Time}
 	var st configstatus.Status
 	ignore := func(path, why string) {
 		f := configstatus.Field{Path: path, Why: why}

@@ -43,9 +43,10 @@
 // that is not an IP under STATIC, a DNS entry without endpoints whose
 // host cannot be resolved, a host that an earlier ServiceEntry (by name)
 // of the namespace defines, a WorkloadEntry without address. A refused
-// object's last good version stays in force. Across namespaces one
-// definition of a host is served, the first namespace's; the others'
-// host is reported as not served.
+// object's last good version stays in force. Several namespaces may each
+// define a host: every definition is kept, the oldest first, and each
+// client gets the one its namespace sees (model.WithDefinitions,
+// Service.ForNamespace), as istiod keeps one per namespace.
 //
 // Every change rebuilds the model from the objects in force, and the
 // model.Store reports only what changed: a ServiceEntry's change touches

@@ -202,11 +202,11 @@ func (r *Registry) rebuild(workloadsChanged bool) {
 
 	// The hosts of each namespace's entries, by name: the earlier entry
 	// of a namespace keeps a host, a later one that repeats it is
-	// refused. Across namespaces the first namespace's definition is
-	// served, and the other's host is reported as not served.
-	desired := map[model.Hostname]*model.Service{}
-	endpoints := map[model.Hostname][]*model.Endpoint{}
-	owner := map[model.Hostname]*entry{}
+	// refused. Several namespaces may each define a host: every
+	// definition is kept, the oldest first (model.WithDefinitions), and
+	// each client gets the one its namespace sees.
+	defs := map[model.Hostname][]model.Definition{}
+	owner := map[model.Hostname][]*entry{}
 	for _, e := range sortedEntries(r.entries) {
 		ref := configstatus.Ref{Kind: string(crd.ServiceEntry), Namespace: e.namespace, Name: e.name}
 		if clash := r.sameNamespaceClash(e, owner); clash != nil {
@@ -216,20 +216,28 @@ func (r *Registry) rebuild(workloadsChanged bool) {
 			continue
 		}
 		eps := r.entryEndpoints(e, byNS[e.namespace])
-		s := st[ref]
-		for i, svc := range e.services {
-			if o := owner[svc.Hostname]; o != nil {
-				f := configstatus.Field{Path: e.hostPaths[i], Why: "host " + string(svc.Hostname) + " is served from ServiceEntry " + o.key() +
-					", the first namespace's: meshpilot serves one definition of a host, and clients that ServiceEntry's exportTo hides get none (istiod keeps one per namespace)"}
-				s.IgnoredGRPC = append(slices.Clip(s.IgnoredGRPC), f)
-				s.IgnoredEnvoy = append(slices.Clip(s.IgnoredEnvoy), f)
-				continue
-			}
-			owner[svc.Hostname] = e
-			desired[svc.Hostname] = svc
-			endpoints[svc.Hostname] = eps
+		for _, svc := range e.services {
+			owner[svc.Hostname] = append(owner[svc.Hostname], e)
+			defs[svc.Hostname] = append(defs[svc.Hostname], model.Definition{Service: svc, Endpoints: eps})
 		}
-		st[ref] = s
+	}
+	desired := make(map[model.Hostname]*model.Service, len(defs))
+	endpoints := make(map[model.Hostname][]*model.Endpoint, len(defs))
+	for h, d := range defs {
+		// Entries are visited by namespace then name; the oldest
+		// definition comes first, as istiod sorts services by creation
+		// time, and the namespace decides between equals.
+		order := make([]int, len(d))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return owner[h][a].created.Compare(owner[h][b].created) })
+		sorted := make([]model.Definition, len(d))
+		for i, j := range order {
+			sorted[i] = d[j]
+		}
+		desired[h] = model.WithDefinitions(sorted[0].Service, sorted[1:])
+		endpoints[h] = sorted[0].Endpoints
 	}
 	for h := range r.served {
 		if desired[h] == nil {
@@ -249,9 +257,10 @@ func (r *Registry) rebuild(workloadsChanged bool) {
 
 // sameNamespaceClash returns the host field of e that an earlier entry of
 // its namespace already defines, or nil.
-func (r *Registry) sameNamespaceClash(e *entry, owner map[model.Hostname]*entry) *configstatus.Field {
+func (r *Registry) sameNamespaceClash(e *entry, owner map[model.Hostname][]*entry) *configstatus.Field {
 	for i, svc := range e.services {
-		if o := owner[svc.Hostname]; o != nil && o.namespace == e.namespace {
+		if prev := owner[svc.Hostname]; len(prev) > 0 && prev[len(prev)-1].namespace == e.namespace {
+			o := prev[len(prev)-1]
 			return &configstatus.Field{Path: e.hostPaths[i], Why: "host " + string(svc.Hostname) + " is defined by ServiceEntry " + o.key() + ", earlier by name"}
 		}
 	}

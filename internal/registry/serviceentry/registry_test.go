@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/configstatus"
 	"github.com/meshpilot/meshpilot/internal/model"
@@ -363,27 +365,61 @@ func TestAWorkloadSelectorSelectsPods(t *testing.T) {
 // TestAHostOfTwoNamespaces: one definition of a host is served, the first
 // namespace's; the other entry is applied but its host is reported as not
 // served, and it takes over when the first goes.
+// A host that ServiceEntries of two namespaces define keeps both
+// definitions, each with its own endpoints, the oldest first, and each
+// namespace's clients get their own, as istiod gives them.
 func TestAHostOfTwoNamespaces(t *testing.T) {
-	store, r, _, rep := newRegistry(t, nil)
-	se := func(ns, ip string) *networkingv1.ServiceEntry {
-		e := serviceEntry(t, "a", "hosts: [a.example.com]\nresolution: STATIC\nendpoints: [{address: "+ip+"}]\n"+grpcPort)
+	store, r, ev, rep := newRegistry(t, nil)
+	se := func(ns, ip string, created time.Time) *networkingv1.ServiceEntry {
+		e := serviceEntry(t, "a", "hosts: [a.example.com]\nexportTo: [.]\nresolution: STATIC\nendpoints: [{address: "+ip+"}]\n"+grpcPort)
 		e.Namespace = ns
+		e.CreationTimestamp = metav1.NewTime(created)
 		return e
 	}
-	store.putSE(se("team-b", "10.0.0.2"))
-	store.putSE(se("team-a", "10.0.0.1"))
-	if got := addrs(r.Endpoints("a.example.com", 80, nil)); !slices.Equal(got, []string{"10.0.0.1:8080"}) {
-		t.Fatalf("endpoints %v: want team-a's", got)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store.putSE(se("team-b", "10.0.0.2", t0))
+	store.putSE(se("team-a", "10.0.0.1", t0.Add(time.Hour)))
+	ev.take()
+	own := func(svc *model.Service) []string {
+		t.Helper()
+		if svc == nil {
+			return nil
+		}
+		if eps, ok := svc.OwnEndpoints(); ok {
+			return addrs(eps)
+		}
+		return addrs(r.Endpoints(svc.Hostname, 80, nil))
 	}
-	st, _ := rep.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: "team-b", Name: "a"})
-	if st.Refused != nil || len(st.IgnoredGRPC) != 1 || st.IgnoredGRPC[0].Path != "spec.hosts[0]" || len(st.IgnoredEnvoy) != 1 {
-		t.Fatalf("team-b's status %+v", st)
+	check := func(when string, first string, want map[string][]string) {
+		t.Helper()
+		svc := r.GetService("a.example.com")
+		if svc == nil || svc.Namespace != first {
+			t.Fatalf("%s: first definition %+v, want team %s's (the oldest)", when, svc, first)
+		}
+		for ns, w := range want {
+			if got := own(svc.ForNamespace(ns)); !slices.Equal(got, w) {
+				t.Errorf("%s: a client of %s gets %v, want %v", when, ns, got, w)
+			}
+		}
 	}
-	store.deleteSE("team-a", "a")
-	if got := addrs(r.Endpoints("a.example.com", 80, nil)); !slices.Equal(got, []string{"10.0.0.2:8080"}) {
-		t.Fatalf("endpoints %v: want team-b's", got)
+	check("both", "team-b", map[string][]string{"team-a": {"10.0.0.1:8080"}, "team-b": {"10.0.0.2:8080"}, "other": nil})
+	for _, ns := range []string{"team-a", "team-b"} {
+		if st, _ := rep.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: ns, Name: "a"}); !st.OK() {
+			t.Fatalf("%s's status %+v: both definitions are served", ns, st)
+		}
 	}
-	if st, _ := rep.Get(configstatus.Ref{Kind: "ServiceEntry", Namespace: "team-b", Name: "a"}); !st.OK() {
-		t.Fatalf("team-b's status %+v after team-a went", st)
+
+	// A change of the second definition's endpoints is a change of the
+	// host's service.
+	store.putSE(se("team-a", "10.0.0.3", t0.Add(time.Hour)))
+	if got := ev.take(); !slices.Contains(got, "ServiceChanged a.example.com") {
+		t.Fatalf("events %v: want the host's service changed", got)
+	}
+	check("after team-a's change", "team-b", map[string][]string{"team-a": {"10.0.0.3:8080"}, "team-b": {"10.0.0.2:8080"}})
+
+	store.deleteSE("team-b", "a")
+	check("team-b's gone", "team-a", map[string][]string{"team-a": {"10.0.0.3:8080"}, "team-b": nil})
+	if svc := r.GetService("a.example.com"); len(svc.Others) != 0 {
+		t.Fatalf("others %+v after team-b's definition went", svc.Others)
 	}
 }
