@@ -67,6 +67,11 @@ var readmeFlows = []readmeFlow{
 		"meshpilot status --server http://127.0.0.1:15014",
 	}, runServeClusterToClient},
 	{"bootstrap in a deployed client's Pod", []string{"meshpilot bootstrap --xds-server meshpilot.meshpilot-system.svc:15010 > bootstrap.json"}, runBootstrapInPod},
+	{"the chart: install, upgrade, uninstall", []string{
+		"helm install meshpilot charts/meshpilot -n meshpilot-system --create-namespace",
+		"helm upgrade meshpilot charts/meshpilot -n meshpilot-system --reuse-values --set replicas=3 --set balance.enabled=true",
+		"helm uninstall meshpilot -n meshpilot-system",
+	}, runChartReadme},
 	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/registry/kubeconv/ ./internal/xds/"}, runBenchmarks},
 }
 
