@@ -7,6 +7,7 @@
 // meshpilot's tests hold these against a running meshpilot's /metrics.
 //
 //	promqlcheck FILE...
+//	promqlcheck --version     # the Prometheus module whose parser it uses
 //
 // A file whose expression does not parse, or a rule Prometheus would
 // refuse, makes it exit 1 naming the file, the panel or alert, and the
@@ -22,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +78,10 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: promqlcheck FILE...")
 		os.Exit(2)
+	}
+	if os.Args[1] == "--version" {
+		fmt.Println(parserVersion())
+		return
 	}
 	var out Output
 	failed := false
@@ -429,4 +435,17 @@ func mustParse(expr string) parser.Expr {
 		panic(err)
 	}
 	return e
+}
+
+// parserVersion names the Prometheus module built in.
+func parserVersion() string {
+	const module = "github.com/prometheus/prometheus"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range info.Deps {
+			if d.Path == module {
+				return "promqlcheck: " + module + " " + d.Version
+			}
+		}
+	}
+	return "promqlcheck: " + module + " (version unknown)"
 }
