@@ -68,6 +68,7 @@ var readmeFlows = []readmeFlow{
 	}, runServeClusterToClient},
 	{"bootstrap in a deployed client's Pod", []string{"meshpilot bootstrap --xds-server meshpilot.meshpilot-system.svc:15010 > bootstrap.json"}, runBootstrapInPod},
 	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/registry/kubeconv/ ./internal/xds/"}, runBenchmarks},
+	{"the dashboard and alerts", observabilityCommands, runObservabilityCommands},
 }
 
 // readmeInCI are README commands that .ci/run runs as written (checked).
