@@ -29,9 +29,14 @@
 //	                                       and Envoy's other types by their short name; any other
 //	                                       type URL a client sends is "other", see xdstypes.go)
 //	xds_nacks_total{type}                  responses rejected by clients
+//	xds_stale_streams{type},               streams whose latest response of the type is
+//	xds_nacked_streams{type}               unanswered for over 10 s, or rejected (streams.go)
 //	xds_convergence_sent_seconds{type}     from the change reaching meshpilot to the response sent
 //	xds_convergence_acked_seconds{type}    from the change reaching meshpilot to the client's ACK
 //	push_duration_seconds                  applying one debounced push to the xDS server
+//	push_triggers_total{kind}              pushes by kind of model change carried (Service,
+//	                                       Endpoints, MeshConfig, DestinationRule,
+//	                                       VirtualService, Security; streams.go)
 //	debounce_events_total                  model events received by the debouncer
 //	debounce_pushes_total                  pushes the debouncer made of them
 //	debounce_merged_events_total           events merged into a push another event started
@@ -85,6 +90,7 @@ type Metrics struct {
 	dbPushes     prometheus.Counter
 	dbMerged     prometheus.Counter
 	informer     *prometheus.CounterVec
+	triggers     *prometheus.CounterVec
 	queue        *workqueueMetrics
 }
 
@@ -134,10 +140,11 @@ func New() *Metrics {
 		Namespace: namespace, Subsystem: "informer", Name: "events_total",
 		Help: "Kubernetes informer events, by cluster, kind of object and event (add, update, delete); updates that change nothing included.",
 	}, []string{"cluster", "kind", "event"})
+	m.triggers = newTriggers()
 	m.queue = newWorkqueueMetrics()
 	m.registry.MustRegister(
 		m.pushes, m.nacks, m.convSent, m.convACKed, m.pushDuration,
-		m.dbEvents, m.dbPushes, m.dbMerged, m.informer,
+		m.dbEvents, m.dbPushes, m.dbMerged, m.informer, m.triggers,
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -269,6 +269,7 @@ func New(opts Options) (*Server, error) {
 	})
 	s.metrics.WatchRegistry(s.registrySizes)
 	s.metrics.WatchClients(s.xds.ClientCounts)
+	s.metrics.WatchSyncStates(s.xds.SyncCounts)
 	s.metrics.WatchRefusedStreams(func() (notReady, maxClients, rateLimited uint64) {
 		r := s.xds.RefusedStreams()
 		return r.NotReady, r.MaxClients, r.RateLimited
@@ -487,6 +488,7 @@ func (s *Server) push(req push.Request) {
 	start := time.Now()
 	s.xds.Push(req)
 	s.metrics.Pushed(req.Events, time.Since(start))
+	s.metrics.Triggered(req.Kinds())
 	s.log.Debug("pushed", "services", len(req.Services), "endpointsOnly", len(req.EndpointsOnly),
 		"events", req.Events, "sinceFirstEvent", time.Since(req.Start), "took", time.Since(start))
 }

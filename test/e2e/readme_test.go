@@ -73,6 +73,7 @@ var readmeFlows = []readmeFlow{
 		"helm uninstall meshpilot -n meshpilot-system",
 	}, runChartReadme},
 	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/registry/kubeconv/ ./internal/xds/"}, runBenchmarks},
+	{"the dashboard and alerts", observabilityCommands, runObservabilityCommands},
 }
 
 // readmeInCI are README commands that .ci/run runs as written (checked).
