@@ -115,6 +115,25 @@ func (p *process) sampledPeak() Usage {
 }
 
 // awaitReady polls url until it answers 200, the process exits or ctx ends.
+// awaitListening waits until url answers at all, whatever its status.
+func (p *process) awaitListening(ctx context.Context, url string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("meshpilot exited before it listened (%v); its log:\n%s", p.waitErr, p.tail(20))
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 func (p *process) awaitReady(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	var last string
