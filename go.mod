@@ -24,6 +24,8 @@ require (
 
 require sigs.k8s.io/gateway-api v1.6.3
 
+require github.com/google/go-containerregistry v0.22.1
+
 require (
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go/compute/metadata v0.9.0 // indirect

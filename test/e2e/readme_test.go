@@ -74,6 +74,7 @@ var readmeFlows = []readmeFlow{
 	}, runChartReadme},
 	{"benchmarks", []string{"go test -run '^$' -bench . -benchmem ./internal/registry/kube/ ./internal/registry/kubeconv/ ./internal/xds/"}, runBenchmarks},
 	{"the dashboard and alerts", observabilityCommands, runObservabilityCommands},
+	{"the container image", []string{"hack/image.sh", "IMAGE=$REGISTRY/meshpilot:v0.1.0 VERSION=v0.1.0 hack/image.sh", "podman push $REGISTRY/meshpilot:v0.1.0"}, runImage},
 }
 
 // readmeInCI are README commands that .ci/run runs as written (checked).
@@ -83,7 +84,7 @@ const meshbenchNotRun = "a full meshbench run starts its own API server and writ
 
 // readmeNotRun are the README commands that no test runs, and why.
 var readmeNotRun = map[string]string{
-	"docker build -t meshpilot/meshpilot:latest .":                                                                                             "needs a Docker engine, which neither the developers' machines nor CI have",
+	"docker build --build-arg VERSION=v0.1.0 -t $REGISTRY/meshpilot:v0.1.0 .":                                                                  "needs a Docker engine, which neither the developers' machines nor CI have; TestImageAgreesWithDockerfile checks that it builds the image hack/image.sh builds, which the flow \"the container image\" checks",
 	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms":                                                                            meshbenchNotRun,
 	"go run ./cmd/meshbench --meshpilot-arg=--debounce-after=100ms --meshpilot-arg=--debounce-leading-edge=false":                              meshbenchNotRun,
 	"go run ./cmd/meshbench --services 1000 --endpoints 10 --clients 500":                                                                      meshbenchNotRun,
