@@ -504,8 +504,9 @@ func checkDeploymentFitsImage(t *testing.T, d *appsv1.Deployment, img podmanImag
 	}
 }
 
-// imageDeployments returns the Deployments of deploy/ and of the secured
-// variant (kustomized as kubectl apply -k does), deploy/'s first.
+// imageDeployments returns the Deployments of deploy/, of the secured
+// variant (kustomized as kubectl apply -k does) and of the chart,
+// deploy/'s first.
 func imageDeployments(t *testing.T) []*appsv1.Deployment {
 	t.Helper()
 	var out []*appsv1.Deployment
@@ -538,6 +539,19 @@ func imageDeployments(t *testing.T) []*appsv1.Deployment {
 	}
 	if a, b := out[0].Spec.Template.Spec.Containers[0].Image, out[1].Spec.Template.Spec.Containers[0].Image; a != b {
 		t.Fatalf("deploy/ runs image %s, deploy-secure/ %s", a, b)
+	}
+	// The chart's Deployment, with its defaults and with each value set
+	// it ships, runs the same image the same way.
+	for _, values := range append([]string{""}, chartValueSets...) {
+		var extra []string
+		if values != "" {
+			extra = []string{"-f", filepath.Join(chartDir, values)}
+		}
+		d := renderedDeployment(t, renderChart(t, "meshpilot", "meshpilot-system", extra...), "meshpilot")
+		if a, b := out[0].Spec.Template.Spec.Containers[0].Image, d.Spec.Template.Spec.Containers[0].Image; a != b {
+			t.Fatalf("deploy/ runs image %s, the chart (values %q) %s", a, values, b)
+		}
+		out = append(out, d)
 	}
 	return out
 }
