@@ -493,8 +493,14 @@ type chartRun struct {
 // Lease where its Role allows, and meets no forbidden error.
 func TestChartDeploys(t *testing.T) {
 	useOwnAPIServer(t)
-	// The ServiceMonitor's CRD, for the value set that renders one.
-	if _, err := env.InstallCRDs(prometheusOperatorCRD(t, "monitoring.coreos.com_servicemonitors.yaml")); err != nil {
+	// The ServiceMonitor's and PrometheusRule's CRDs, for the value set
+	// that renders them: the API server checks them against the
+	// operator's schemas.
+	ruleCRD, err := testenv.PrometheusRuleCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.InstallCRDs(prometheusOperatorCRD(t, "monitoring.coreos.com_servicemonitors.yaml"), ruleCRD); err != nil {
 		t.Fatal(err)
 	}
 	runs := []chartRun{
