@@ -173,6 +173,9 @@ type resourceCache struct {
 	byDep setIndex[model.ConfigKey, *slot]
 	// marshals counts the resources marshalled (Stats.Marshals).
 	marshals uint64
+	// prepared, while an evaluation runs, are the resources generated
+	// for it outside the owner's lock (Server.watch); nil otherwise.
+	prepared *prepared
 	// onError is told of a resource that cannot be marshalled.
 	onError func(typ translate.ResourceType, name string, err error)
 
@@ -217,15 +220,15 @@ func (c *resourceCache) get(typ int, cl *translate.Client, name string) *entry {
 			}
 		}
 	}
-	gen := c.gens[typ]
-	r := gen.Generate(cl, name)
+	var r translate.Result
+	var e *entry
+	if p, ok := c.prepared.take(typ, cl, name); ok {
+		r, e = p.result, p.entry
+	} else {
+		r, e = c.generate(typ, cl, name)
+	}
 	if r.Resource != nil {
 		c.marshals++
-	}
-	e, err := newEntry(gen.Type().URL, name, r.Resource, r.Deps)
-	if err != nil {
-		c.onError(gen.Type(), name, err)
-		e = &entry{name: name, version: absent, deps: r.Deps}
 	}
 	if !e.exists() {
 		return e
@@ -284,14 +287,46 @@ func (c *resourceCache) peek(typ int, cl *translate.Client, name string) *entry 
 // A REST answer is built so: nothing holds it once sent, so caching it
 // would only make a flood of requests hold the lock pushes need.
 func (c *resourceCache) build(typ int, cl *translate.Client, name string) *entry {
+	_, e := c.generate(typ, cl, name)
+	return e
+}
+
+// generate generates and marshals a resource for a client. It touches
+// none of the cache's state, so it runs with or without the owner's lock
+// (generators are safe for concurrent use).
+func (c *resourceCache) generate(typ int, cl *translate.Client, name string) (translate.Result, *entry) {
 	gen := c.gens[typ]
 	r := gen.Generate(cl, name)
 	e, err := newEntry(gen.Type().URL, name, r.Resource, r.Deps)
 	if err != nil {
 		c.onError(gen.Type(), name, err)
-		return &entry{name: name, version: absent, deps: r.Deps}
+		e = &entry{name: name, version: absent, deps: r.Deps}
 	}
-	return e
+	return r, e
+}
+
+// prepared are resources of one type generated for one client without
+// the owner's lock, for the evaluation that follows (Server.watch): get
+// takes them instead of generating under the lock. A change between
+// their generation and that evaluation discards them (Server.pushes).
+type prepared struct {
+	typ    int
+	client *translate.Client
+	byName map[string]preparedEntry
+}
+
+type preparedEntry struct {
+	result translate.Result
+	entry  *entry
+}
+
+// take returns the prepared resource of that name for cl, if any.
+func (p *prepared) take(typ int, cl *translate.Client, name string) (preparedEntry, bool) {
+	if p == nil || p.typ != typ || p.client != cl {
+		return preparedEntry{}, false
+	}
+	e, ok := p.byName[name]
+	return e, ok
 }
 
 func (c *resourceCache) index(sl *slot, deps []model.ConfigKey) {

@@ -154,6 +154,9 @@ type Server struct {
 	mu      sync.Mutex
 	cache   *resourceCache
 	watches *watchIndex
+	// pushes counts the pushes applied, so that what was generated
+	// without mu is discarded when a push came in between (watch).
+	pushes uint64
 
 	// sotwStreams and deltaStreams number the streams of each kind.
 	sotwStreams, deltaStreams atomic.Int64
@@ -300,6 +303,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) Push(req push.Request) {
 	start := time.Now()
 	s.mu.Lock()
+	s.pushes++
 	woken := map[*watch]struct{}{}
 	if req.Full {
 		s.cache.dropAll()
@@ -335,11 +339,50 @@ func (s *Server) Push(req push.Request) {
 // watch implements watcher: it answers w at once when the client lacks
 // something, else indexes it to wait for a change. The stream's handler
 // is its sender and sends the answer itself.
+//
+// What the client asks for and the cache lacks is generated first,
+// without the lock: the lock serialises every stream's evaluations and
+// every push, and generating (a thousand clients converging on as many
+// services, each resource new) is most of their work, which would then
+// run on one core however many the machine has. A push between that
+// generation and the evaluation discards it, and the evaluation
+// generates under the lock as before, so that no answer is built from
+// a model older than the last push's.
 func (s *Server) watch(w *watch) {
 	s.mu.Lock()
 	w.wildcard = isWildcard(s.types[w.typ], w.client, w.ts.sub.wildcard)
+	if missing := s.missing(w); len(missing) > 0 {
+		seq := s.pushes
+		s.mu.Unlock()
+		p := &prepared{typ: w.typ, client: w.client, byName: make(map[string]preparedEntry, len(missing))}
+		for _, n := range missing {
+			r, e := s.cache.generate(w.typ, w.client, n)
+			p.byName[n] = preparedEntry{result: r, entry: e}
+		}
+		s.mu.Lock()
+		if s.pushes == seq {
+			s.cache.prepared = p
+		}
+	}
 	s.evaluate(w, time.Time{})
+	s.cache.prepared = nil
 	s.mu.Unlock()
+}
+
+// missing lists the names w covers whose resource for w's client the
+// cache does not hold: none for a wildcard watch, whose names are the
+// whole type's and mostly held. s.mu is held.
+func (s *Server) missing(w *watch) []string {
+	if w.wildcard {
+		return nil
+	}
+	var out []string
+	for _, n := range w.ts.sub.names {
+		if s.cache.peek(w.typ, w.client, n) == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // cancel implements watcher.
