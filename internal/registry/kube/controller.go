@@ -134,7 +134,9 @@ type Controller struct {
 
 	registrations []cache.ResourceEventHandlerRegistration
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
-	synced        atomic.Bool
+	// rebuilds counts the services rebuilt, for tests.
+	rebuilds atomic.Int64
+	synced   atomic.Bool
 
 	// observed holds, per queued key, when the earliest informer event
 	// not yet reconciled reached a handler; reconcile takes it and the
@@ -259,6 +261,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("kube registry: informer caches did not sync")
 	}
 
+	// Every key the initial lists queued is built below from the caches,
+	// which already hold what those events carried (an informer updates
+	// its cache before it tells the handlers): forget them, so that the
+	// workers do not build every service a second time while the first
+	// clients converge. A key queued from here on is built again.
+	c.forgetQueued()
+
 	// Build the whole first model before saying we are synced. Keys queued
 	// meanwhile are rebuilt again by the workers; the store makes those
 	// rebuilds silent.
@@ -288,6 +297,22 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+// forgetQueued empties the work queue without building what it held.
+// Only Run calls it, before the workers start.
+func (c *Controller) forgetQueued() {
+	for range c.queue.Len() {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		c.observedMu.Lock()
+		delete(c.observed, key)
+		c.observedMu.Unlock()
+		c.queue.Forget(key)
+		c.queue.Done(key)
+	}
+}
+
 // HasSynced reports whether every informer and handler has seen its
 // initial list and the first model is built.
 func (c *Controller) HasSynced() bool { return c.synced.Load() }
@@ -313,6 +338,7 @@ func (c *Controller) reconcile(key serviceKey) {
 	delete(c.observed, key)
 	c.observedMu.Unlock()
 
+	c.rebuilds.Add(1)
 	hostname := model.ServiceHostname(key.name, key.namespace, c.opts.DomainSuffix)
 	svc, eps := c.build(c.live, key)
 	if svc == nil {
