@@ -136,7 +136,13 @@ type Controller struct {
 	queue         workqueue.TypedRateLimitingInterface[serviceKey]
 	// rebuilds counts the services rebuilt, for tests.
 	rebuilds atomic.Int64
-	synced   atomic.Bool
+	// listing is true until every informer has delivered its initial
+	// list: until then handlers queue nothing, since the first model is
+	// built from the caches once they hold those lists (Run), and a
+	// hundred thousand Pods would each look up the slices of its
+	// addresses for nothing.
+	listing atomic.Bool
+	synced  atomic.Bool
 
 	// observed holds, per queued key, when the earliest informer event
 	// not yet reconciled reached a handler; reconcile takes it and the
@@ -174,6 +180,7 @@ func New(client *kubeapi.Client, opts Options) (*Controller, error) {
 		observed:  map[serviceKey]time.Time{},
 		relisters: map[string]*relist.Relister{},
 	}
+	c.listing.Store(true)
 	for _, k := range Kinds {
 		c.relisters[k] = relist.New()
 	}
@@ -261,12 +268,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("kube registry: informer caches did not sync")
 	}
 
-	// Every key the initial lists queued is built below from the caches,
-	// which already hold what those events carried (an informer updates
-	// its cache before it tells the handlers): forget them, so that the
-	// workers do not build every service a second time while the first
-	// clients converge. A key queued from here on is built again.
-	c.forgetQueued()
+	// From here on handlers queue what changes: the first model, built
+	// below, reads the caches, which hold everything the initial lists
+	// and the events before this point brought (an informer updates its
+	// cache before it tells the handlers).
+	c.listing.Store(false)
 
 	// Build the whole first model before saying we are synced. Keys queued
 	// meanwhile are rebuilt again by the workers; the store makes those
@@ -295,22 +301,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.queue.ShutDown()
 	wg.Wait()
 	return nil
-}
-
-// forgetQueued empties the work queue without building what it held.
-// Only Run calls it, before the workers start.
-func (c *Controller) forgetQueued() {
-	for range c.queue.Len() {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		c.observedMu.Lock()
-		delete(c.observed, key)
-		c.observedMu.Unlock()
-		c.queue.Forget(key)
-		c.queue.Done(key)
-	}
 }
 
 // HasSynced reports whether every informer and handler has seen its

@@ -112,6 +112,9 @@ func (c *Controller) countEvent(kind, event string) {
 // enqueue queues a service key, remembering when the first event not yet
 // reconciled arrived for it.
 func (c *Controller) enqueue(key serviceKey) {
+	if c.listing.Load() {
+		return // the first model, built from the caches, covers it
+	}
 	now := time.Now()
 	c.observedMu.Lock()
 	if _, ok := c.observed[key]; !ok {
@@ -176,6 +179,9 @@ func (c *Controller) enqueueNode(obj any) {
 
 // enqueueSlicesByIP queues the services of the slices that hold one of ips.
 func (c *Controller) enqueueSlicesByIP(scope *namespacedInformers, ips []string) {
+	if c.listing.Load() {
+		return // nothing is queued yet: spare the lookups
+	}
 	for _, ip := range ips {
 		scope.sliceIPs.objects(scope.slices.GetStore(), ip, func(o any) bool {
 			c.enqueueSlice(o)
