@@ -95,7 +95,8 @@ type Config struct {
 	// only when the run fails.
 	MeshpilotLog string `json:"meshpilot_log,omitempty"`
 	// ProfileDir, when set, receives meshpilot's heap profile after each
-	// phase and a CPU profile of convergence and of churn, from its
+	// phase, a CPU profile of the sync phase, of convergence and of churn,
+	// and its mutex and block profiles at convergence, from its
 	// /debug/pprof/. Heap profiles force a garbage collection in
 	// meshpilot, which lowers its later memory figures: take those from
 	// runs without profiles.
