@@ -222,6 +222,15 @@ func checkServiceAccountCannot(t *testing.T, kubeconfig, ns string) {
 	if _, err := as.CoreV1().Secrets(ns).Get(ctx(t), "meshpilot-xds-tls", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the ServiceAccount got a Secret by name: %v", err)
 	}
+	// The API server enforces a ValidatingAdmissionPolicy once its
+	// admission plugin has seen the policy and its binding, which takes
+	// a moment after they are written (longer on a busy machine): wait
+	// until a dry run of a refused write is refused.
+	probe := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe", Namespace: ns}}
+	testenv.Eventually(t, "the Lease policy in force", func() (bool, string) {
+		_, err := as.CoordinationV1().Leases(ns).Create(ctx(t), probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, "a Lease that is not a replica's was admitted"
+	})
 	// Another controller's leader election in the same namespace.
 	holder := "istiod-1"
 	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "istio-leader", Namespace: ns},
