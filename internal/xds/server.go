@@ -157,6 +157,11 @@ type Server struct {
 	// pushes counts the pushes applied, so that what was generated
 	// without mu is discarded when a push came in between (watch).
 	pushes uint64
+	// generating holds the resources watches generate without mu, each
+	// with what is closed once it is in the cache (or abandoned), so
+	// that watches of clients arriving together wait for one generation
+	// of a resource instead of each making its own.
+	generating map[generating]chan struct{}
 
 	// sotwStreams and deltaStreams number the streams of each kind.
 	sotwStreams, deltaStreams atomic.Int64
@@ -347,42 +352,90 @@ func (s *Server) Push(req push.Request) {
 // run on one core however many the machine has. A push between that
 // generation and the evaluation discards it, and the evaluation
 // generates under the lock as before, so that no answer is built from
-// a model older than the last push's.
+// a model older than the last push's. A resource another watch is
+// generating meanwhile is waited for, not generated twice: clients that
+// arrive together ask for the same resources.
 func (s *Server) watch(w *watch) {
 	s.mu.Lock()
 	w.wildcard = isWildcard(s.types[w.typ], w.client, w.ts.sub.wildcard)
-	if missing := s.missing(w); len(missing) > 0 {
+	mine, theirs := s.missing(w)
+	if len(mine)+len(theirs) > 0 {
 		seq := s.pushes
 		s.mu.Unlock()
-		p := &prepared{typ: w.typ, client: w.client, byName: make(map[string]preparedEntry, len(missing))}
-		for _, n := range missing {
+		p := &prepared{typ: w.typ, client: w.client, byName: make(map[string]preparedEntry, len(mine))}
+		for _, n := range mine {
 			r, e := s.cache.generate(w.typ, w.client, n)
 			p.byName[n] = preparedEntry{result: r, entry: e}
 		}
 		s.mu.Lock()
-		if s.pushes == seq {
-			s.cache.prepared = p
+		if len(mine) > 0 {
+			// Into the cache at once, for the other watches waiting for
+			// these names; p keeps the entries alive until evaluated.
+			if s.pushes == seq {
+				s.cache.prepared = p
+				for _, n := range mine {
+					s.cache.get(w.typ, w.client, n)
+				}
+				s.cache.prepared = nil
+			}
+			s.release(w.typ, mine)
+		}
+		if len(theirs) > 0 {
+			// Another watch generates these: wait for it rather than
+			// generate them twice. It never waits while it holds names,
+			// so no two watches wait for each other.
+			s.mu.Unlock()
+			for _, done := range theirs {
+				<-done
+			}
+			s.mu.Lock()
 		}
 	}
 	s.evaluate(w, time.Time{})
-	s.cache.prepared = nil
 	s.mu.Unlock()
 }
 
 // missing lists the names w covers whose resource for w's client the
-// cache does not hold: none for a wildcard watch, whose names are the
-// whole type's and mostly held. s.mu is held.
-func (s *Server) missing(w *watch) []string {
+// cache does not hold: mine, which w now generates (no other watch is
+// generating them), and theirs, which another watch is generating, as
+// what is closed when it is done. None for a wildcard watch, whose names
+// are the whole type's and mostly held. s.mu is held.
+func (s *Server) missing(w *watch) (mine []string, theirs []chan struct{}) {
 	if w.wildcard {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, n := range w.ts.sub.names {
-		if s.cache.peek(w.typ, w.client, n) == nil {
-			out = append(out, n)
+		if s.cache.peek(w.typ, w.client, n) != nil {
+			continue
 		}
+		k := generating{w.typ, n}
+		if done, ok := s.generating[k]; ok {
+			theirs = append(theirs, done)
+			continue
+		}
+		if s.generating == nil {
+			s.generating = map[generating]chan struct{}{}
+		}
+		s.generating[k] = make(chan struct{})
+		mine = append(mine, n)
 	}
-	return out
+	return mine, theirs
+}
+
+// release says that names are generated (or abandoned): the watches
+// waiting for them go on. s.mu is held.
+func (s *Server) release(typ int, names []string) {
+	for _, n := range names {
+		k := generating{typ, n}
+		close(s.generating[k])
+		delete(s.generating, k)
+	}
+}
+
+// generating names a resource a watch generates outside the lock.
+type generating struct {
+	typ  int
+	name string
 }
 
 // cancel implements watcher.

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ type nameGatedGen struct {
 	entered chan struct{}
 	gate    chan struct{}
 	opened  sync.Once
+	calls   atomic.Int32 // generations of name
 }
 
 func (g *nameGatedGen) release() { g.opened.Do(func() { close(g.gate) }) }
@@ -32,6 +34,7 @@ func (g *nameGatedGen) release() { g.opened.Do(func() { close(g.gate) }) }
 func (g *nameGatedGen) Generate(c *translate.Client, name string) translate.Result {
 	r := g.worldGen.Generate(c, name)
 	if name == g.name {
+		g.calls.Add(1)
 		g.once.Do(func() {
 			close(g.entered)
 			<-g.gate
@@ -148,5 +151,47 @@ func TestPushDuringAWatchsGeneration(t *testing.T) {
 	<-done
 	if got := contents(t, nextSent(t, m, "the client")); len(got) != 1 || got[0] != "a@2" {
 		t.Fatalf("the client got %v after the change, want a@2", got)
+	}
+}
+
+// TestClientsArrivingTogetherShareAGeneration: while one client's request
+// generates a resource outside the lock, another client's request for
+// the same resource waits for that generation rather than making its
+// own: clients that arrive together (a rollout, a restart) ask for the
+// same resources, and each would otherwise generate every one of them.
+func TestClientsArrivingTogetherShareAGeneration(t *testing.T) {
+	w := newWorld()
+	w.gen[2]["a"] = 1
+	s, g := gatedServer(t, w, "a")
+	first, second := openMemStream(t, s), openMemStream(t, s)
+	defer first.close()
+	defer second.close()
+	defer g.release()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first.request(t, clusterRequest("first", "a"))
+	}()
+	<-g.entered
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		second.request(t, clusterRequest("second", "a"))
+	}()
+	select {
+	case <-waited:
+		t.Fatal("the second request was answered while the first generated what it asks for")
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release()
+	<-done
+	<-waited
+	for _, m := range []*memStream{first, second} {
+		if got := contents(t, nextSent(t, m, "a client")); len(got) != 1 || got[0] != "a@1" {
+			t.Fatalf("got %v, want a@1", got)
+		}
+	}
+	if n := g.calls.Load(); n != 1 {
+		t.Fatalf("a was generated %d times for two clients arriving together, want once", n)
 	}
 }
