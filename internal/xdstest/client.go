@@ -128,10 +128,12 @@ func Open(ctx context.Context, cc grpc.ClientConnInterface, o Options) (*Client,
 // Node is the node the client presents.
 func (c *Client) Node() *core.Node { return c.opts.Node }
 
-// Close ends the stream. The server sees the client go.
+// Close ends the stream. The server sees the client go. The reason is
+// set before the stream is cancelled: the receive loop, woken by the
+// cancel, would otherwise record "context canceled" first.
 func (c *Client) Close() {
-	c.cancel()
 	c.end(errClosed)
+	c.cancel()
 }
 
 // Done is closed once the stream has ended; Err then says why.
