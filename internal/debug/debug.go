@@ -270,18 +270,8 @@ func Endpointz(d model.ServiceDiscovery, localClusterID string) []ServiceEndpoin
 
 func serviceEndpoints(d model.ServiceDiscovery, s *model.Service, ns, localClusterID string) ServiceEndpoints {
 	se := ServiceEndpoints{Hostname: s.Hostname, Namespace: ns, Ports: []PortEndpoints{}}
-	own, isOther := s.OwnEndpoints()
 	for _, p := range s.Ports {
-		var eps []*model.Endpoint
-		if isOther {
-			for _, ep := range own {
-				if ep.ServicePortName == p.Name {
-					eps = append(eps, ep)
-				}
-			}
-		} else {
-			eps = d.EndpointsByPortName(s.Hostname, p.Name, nil)
-		}
+		eps := model.EndpointsByPortNameOf(d, s, p.Name, nil)
 		se.Ports = append(se.Ports, PortEndpoints{Port: p.Port, Name: p.Name, Protocol: p.Protocol, Endpoints: withCluster(eps, localClusterID)})
 	}
 	return se

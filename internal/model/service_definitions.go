@@ -101,6 +101,14 @@ func EndpointsOf(d ServiceDiscovery, svc *Service, port int32, selector Labels) 
 	return selectEndpoints(svc.own.byPortName[p.Name], selector)
 }
 
+// EndpointsByPortNameOf is EndpointsOf for the service port with that name.
+func EndpointsByPortNameOf(d ServiceDiscovery, svc *Service, portName string, selector Labels) []*Endpoint {
+	if svc.own == nil {
+		return d.EndpointsByPortName(svc.Hostname, portName, selector)
+	}
+	return selectEndpoints(svc.own.byPortName[portName], selector)
+}
+
 // OwnEndpoints returns every endpoint of a definition in another
 // service's Others, and false for any other service, whose endpoints its
 // registry holds.

@@ -91,6 +91,20 @@ func TestEndpointsOfADefinition(t *testing.T) {
 			t.Errorf("second definition's endpoints of %d %v: %v, want %v", tc.port, tc.sel, a, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		svc  *Service
+		port string
+		sel  Labels
+		want []string
+	}{
+		{got, "grpc", nil, []string{"10.1.0.1"}}, {got, "other", nil, nil},
+		{b, "grpc", nil, []string{"10.0.0.1", "10.0.0.2"}}, {b, "grpc", Labels{"v": "1"}, []string{"10.0.0.1"}},
+		{b, "other", nil, []string{"10.0.0.3"}}, {b, "nosuch", nil, nil},
+	} {
+		if a := addrs(EndpointsByPortNameOf(store, tc.svc, tc.port, tc.sel)); !slices.Equal(a, tc.want) {
+			t.Errorf("%s's endpoints of port %q %v: %v, want %v", tc.svc.Namespace, tc.port, tc.sel, a, tc.want)
+		}
+	}
 
 	// A change of the second definition's endpoints alone is a change.
 	changed := WithDefinitions(first, []Definition{{Service: second, Endpoints: []*Endpoint{ep("10.0.0.9", "grpc", nil)}}})

@@ -1,6 +1,11 @@
 package translate_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,3 +66,44 @@ func TestLayers(t *testing.T) {
 
 // under says whether pkg is dir or a package below it.
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// TestEndpointsComeThroughEndpointsOf: a host that ServiceEntries of
+// several namespaces define is one service in the registry with the
+// other definitions in its Others, each with its own endpoints. A
+// generator that asks the discovery for a hostname's endpoints gets the
+// registry's definition's for every namespace, so translate and the
+// debug pages read endpoints through model.EndpointsOf and
+// EndpointsByPortNameOf, never with the discovery's methods.
+func TestEndpointsComeThroughEndpointsOf(t *testing.T) {
+	for _, dir := range []string{".", "../debug"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || (sel.Sel.Name != "Endpoints" && sel.Sel.Name != "EndpointsByPortName") {
+					return true
+				}
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "model" {
+					return true // a function of the model, not a discovery's method
+				}
+				t.Errorf("%s: calls %s.%s: read endpoints with model.EndpointsOf or EndpointsByPortNameOf, which know a definition's own", fset.Position(call.Pos()), types.ExprString(sel.X), sel.Sel.Name)
+				return true
+			})
+		}
+	}
+}
