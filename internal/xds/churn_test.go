@@ -105,8 +105,9 @@ func TestStreamChurnLeavesNothing(t *testing.T) {
 		ts.shed.mu.Lock()
 		conns, onConns := len(ts.shed.byAddr), len(ts.shed.byStream)
 		ts.shed.mu.Unlock()
-		return g+e == 0 && st.Watches == 0 && conns == 0 && onConns == 0,
-			fmt.Sprintf("%d streams, %d watches, %d connections, %d streams on them", g+e, st.Watches, conns, onConns)
+		filed := registrations(ts.Server)
+		return g+e == 0 && st.Watches == 0 && filed == 0 && conns == 0 && onConns == 0,
+			fmt.Sprintf("%d streams, %d watches, %d registrations, %d connections, %d streams on them", g+e, st.Watches, filed, conns, onConns)
 	}
 	testenv.Eventually(t, "the warm-up streams gone", settled)
 	goroutines := goleak.IgnoreCurrent()

@@ -84,9 +84,25 @@ func reviewsReaders(t *testing.T, ts *testServer, keys ...model.ConfigKey) (rout
 func waiting(s *Server, k model.ConfigKey) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := map[*watch]struct{}{}
-	s.watches.collect(k, ws)
-	return len(ws)
+	rs := map[*registration]struct{}{}
+	s.watches.collect(k, rs)
+	n := 0
+	for r := range rs {
+		if r.current != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// registrations counts what the watch index holds: a type's
+// registration outlives its watches, never its stream.
+func registrations(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := map[*registration]struct{}{}
+	s.watches.all(rs)
+	return len(rs)
 }
 
 func routeRetry(rc *route.RouteConfiguration) *route.RetryPolicy {

@@ -539,7 +539,7 @@ func TestDisconnectLeavesNoState(t *testing.T) {
 	for _, a := range streams {
 		a.Close()
 	}
-	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 0 }, "no watches")
+	awaitStats(t, ts.Server, func(s Stats) bool { return s.Watches == 0 && registrations(ts.Server) == 0 }, "no watches")
 	deadline := time.Now().Add(wait)
 	for len(ts.Clients()) != 0 {
 		if time.Now().After(deadline) {

@@ -23,6 +23,10 @@ type watcher interface {
 	// cancel closes w (nil: none): once cancel returns, w is never
 	// answered.
 	cancel(w *watch)
+	// endType says the stream is done with the type (it ends): the
+	// watcher lets go of what it keeps for the type's watches, which
+	// outlives each of them (registration).
+	endType(ts *typeState)
 	// shareNames replaces names by the equal strings the watcher
 	// already keeps, where it keeps them, so that streams share one
 	// copy of each name.

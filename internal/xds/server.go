@@ -294,9 +294,15 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ws := map[*watch]struct{}{}
-	s.watches.all(ws)
-	return Stats{Watches: len(ws), Resources: s.cache.len(), Marshals: s.cache.marshals}
+	rs := map[*registration]struct{}{}
+	s.watches.all(rs)
+	waiting := 0
+	for r := range rs {
+		if r.current != nil {
+			waiting++
+		}
+	}
+	return Stats{Watches: waiting, Resources: s.cache.len(), Marshals: s.cache.marshals}
 }
 
 // Push applies a change of the model: it drops what was generated from the
@@ -309,7 +315,7 @@ func (s *Server) Push(req push.Request) {
 	start := time.Now()
 	s.mu.Lock()
 	s.pushes++
-	woken := map[*watch]struct{}{}
+	woken := map[*registration]struct{}{}
 	if req.Full {
 		s.cache.dropAll()
 		s.watches.all(woken)
@@ -323,8 +329,10 @@ func (s *Server) Push(req push.Request) {
 		s.watches.collectWildcard(kinds, woken)
 	}
 	var answered []*xdsStream
-	for w := range woken {
-		if s.evaluate(w, req.Start) {
+	for r := range woken {
+		// A registration whose last watch was answered waits for the
+		// client's next request, which is evaluated afresh.
+		if w := r.current; w != nil && s.evaluate(w, req.Start) {
 			answered = append(answered, w.stream)
 		}
 	}
@@ -448,6 +456,16 @@ func (s *Server) cancel(w *watch) {
 	s.mu.Unlock()
 }
 
+// endType implements watcher: the type's registration leaves the index.
+func (s *Server) endType(ts *typeState) {
+	s.mu.Lock()
+	if ts.reg != nil {
+		s.watches.remove(ts.reg)
+		ts.reg = nil
+	}
+	s.mu.Unlock()
+}
+
 // shareNames implements watcher: the names take the cache's strings.
 func (s *Server) shareNames(typ int, names []string) {
 	s.mu.Lock()
@@ -490,27 +508,36 @@ func (s *Server) evaluate(w *watch, change time.Time) (sent bool) {
 }
 
 // reindex files a waiting watch under the keys its latest evaluation
-// found, when they differ from those it is filed under.
+// found: it takes over its type's registration, which is refiled only
+// when they differ from those it is filed under.
 func (s *Server) reindex(w *watch, deps *depCollector) {
 	if w.wildcard {
 		deps.kinds.add(model.KindService)
 	}
-	if w.indexed && w.kinds == deps.kinds && sameDeps(w.deps, deps.lists) {
+	r := w.ts.reg
+	if r == nil {
+		r = &registration{}
+		w.ts.reg = r
+	}
+	r.current = w
+	if r.indexed && r.wildcard == w.wildcard && r.kinds == deps.kinds && sameDeps(r.deps, deps.lists) {
 		return
 	}
-	s.watches.remove(w)
-	w.deps, w.kinds = slices.Clip(deps.lists), deps.kinds
-	s.watches.add(w)
+	s.watches.remove(r)
+	r.deps, r.kinds, r.wildcard = slices.Clip(deps.lists), deps.kinds, w.wildcard
+	s.watches.add(r)
 }
 
-// finish takes a watch out of the index for good (nil: none). s.mu is
-// held.
+// finish ends a watch for good (nil: none); its type's registration
+// stays filed for the next. s.mu is held.
 func (s *Server) finish(w *watch) {
 	if w == nil || w.done {
 		return
 	}
 	w.done = true
-	s.watches.remove(w)
+	if r := w.ts.reg; r != nil && r.current == w {
+		r.current = nil
+	}
 }
 
 // resource returns the entry of a resource for a client, generating it

@@ -147,6 +147,9 @@ type typeState struct {
 	lastNACK          *NACK
 	// watch is the type's latest watch; the handler goroutine's alone.
 	watch *watch
+	// reg is the watcher's filing of the type's watches: the watcher's
+	// alone, under its lock; the stream never reads it.
+	reg *registration
 }
 
 // sendOrder is Envoy's make-before-break order: a cluster exists before
@@ -651,6 +654,7 @@ func (st *xdsStream) close() {
 	st.mu.Unlock()
 	for _, ts := range st.types {
 		st.env.watcher.cancel(ts.watch)
+		st.env.watcher.endType(ts)
 		ts.watch = nil
 	}
 	st.mu.Lock()

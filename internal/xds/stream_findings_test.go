@@ -64,6 +64,8 @@ func (f *fakeWatcher) cancel(w *watch) {
 	f.mu.Unlock()
 }
 
+func (f *fakeWatcher) endType(*typeState) {}
+
 func (f *fakeWatcher) shareNames(int, []string) {}
 
 // answer answers w with one resource if it is open; the stream is

@@ -962,6 +962,9 @@ func (h *modelHarness) closeAll(goroutines int) {
 	if st := h.s.Stats(); st.Watches != 0 {
 		h.t.Fatalf("%d watches left once every stream ended", st.Watches)
 	}
+	if n := registrations(h.s); n != 0 {
+		h.t.Fatalf("%d registrations left in the watch index once every stream ended", n)
+	}
 	if n := len(h.s.Clients()); n != 0 {
 		h.t.Fatalf("%d stream records left once every stream ended", n)
 	}

@@ -30,17 +30,35 @@ type watch struct {
 	// wildcard: the watch covers every resource of its type (translate.Generator.AllNames).
 	wildcard bool
 
-	// deps are the model keys of what the watch covers, as of its latest
-	// evaluation: each covered resource's list, shared with its cache
-	// entry (entry.deps), rather than a copy of them all per watch (a
-	// kilobyte for a client of five services); a key may be in several.
-	// kinds is the set of their kinds (for wildcard watches, which are
-	// found by kind, not by key).
-	deps  [][]model.ConfigKey
-	kinds kindSet
-	// indexed: the watch is in the watch index; done: it was answered or
-	// cancelled and never will be again.
-	indexed, done bool
+	// done: it was answered or cancelled and never will be again.
+	done bool
+}
+
+// registration is a stream's standing entry in the watch index for one
+// type: its watches come and go (one per request, ended by an answer),
+// and each files itself under the same keys as the last, which would
+// cost every key of every resource it covers twice per response (out
+// at the answer, in again at the ACK: milliseconds for an Envoy holding
+// ten thousand clusters' endpoints). So the type's filing outlives its
+// watches: a watch takes the registration over, and only what its
+// evaluation finds changed is refiled; a push that finds no open watch
+// there wakes nobody. The registration goes when the stream ends
+// (watcher.endType). Guarded by Server.mu.
+type registration struct {
+	// current is the open watch it stands for; nil between an answer
+	// and the next request.
+	current *watch
+	// deps are the model keys of what the type's last evaluated watch
+	// covers: each covered resource's list, shared with its cache entry
+	// (entry.deps), rather than a copy of them all (a kilobyte for a
+	// client of five services); a key may be in several. kinds is the
+	// set of their kinds (for wildcard registrations, which are found by
+	// kind, not by key).
+	deps     [][]model.ConfigKey
+	kinds    kindSet
+	wildcard bool
+	// indexed: the registration is in the watch index.
+	indexed bool
 }
 
 // kindSet is a set of model.KeyKinds.
@@ -50,31 +68,32 @@ func (s *kindSet) add(k model.KeyKind)      { *s |= 1 << k }
 func (s kindSet) has(k model.KeyKind) bool  { return s&(1<<k) != 0 }
 func (s kindSet) intersects(o kindSet) bool { return s&o != 0 }
 
-// watchIndex finds the waiting watches that a change of the model
-// concerns: a watch on named resources by the model keys they were built
-// from; a wildcard watch, whose set of names may grow with any new
-// service, by the kinds of key its resources depend on.
+// watchIndex finds the registrations (and so the waiting watches) that a
+// change of the model concerns: one on named resources by the model keys
+// they were built from; a wildcard one, whose set of names may grow with
+// any new service, by the kinds of key its resources depend on.
 //
-// Watches on named resources are filed by dependency list: a watch
-// under the list of each resource it covers, a list under each of its
-// keys. The resources' lists are their cache entries', the same for
-// every client of a resource, so that a watch costs an element per
-// resource rather than one per key of each (tens for a client of five
-// services), and a key an element per list rather than one per watch.
+// Registrations on named resources are filed by dependency list: a
+// registration under the list of each resource it covers, a list under
+// each of its keys. The resources' lists are their cache entries', the
+// same for every client of a resource, so that a registration costs an
+// element per resource rather than one per key of each (tens for a
+// client of five services), and a key an element per list rather than
+// one per client.
 //
 // Not safe for concurrent use: its owner (Server.mu) serialises every
 // call.
 type watchIndex struct {
 	byKey    setIndex[model.ConfigKey, *depList]
 	byList   map[depListID]*depList
-	wildcard map[*watch]struct{}
+	wildcard map[*registration]struct{}
 }
 
-// depList is one dependency list and the watches filed under it.
+// depList is one dependency list and the registrations filed under it.
 type depList struct {
-	id      depListID
-	keys    []model.ConfigKey
-	watches smallSet[*watch]
+	id   depListID
+	keys []model.ConfigKey
+	regs smallSet[*registration]
 }
 
 // depListID tells dependency lists apart by identity: lists are shared,
@@ -92,12 +111,12 @@ func newWatchIndex() *watchIndex {
 	return &watchIndex{
 		byKey:    setIndex[model.ConfigKey, *depList]{},
 		byList:   map[depListID]*depList{},
-		wildcard: map[*watch]struct{}{},
+		wildcard: map[*registration]struct{}{},
 	}
 }
 
-// add indexes a waiting watch under its current deps.
-func (x *watchIndex) add(w *watch) {
+// add indexes a registration under its current deps.
+func (x *watchIndex) add(w *registration) {
 	w.indexed = true
 	if w.wildcard {
 		x.wildcard[w] = struct{}{}
@@ -113,12 +132,12 @@ func (x *watchIndex) add(w *watch) {
 				x.byKey.add(k, l)
 			}
 		}
-		l.watches.add(w)
+		l.regs.add(w)
 	}
 }
 
-// remove takes a watch out of the index.
-func (x *watchIndex) remove(w *watch) {
+// remove takes a registration out of the index.
+func (x *watchIndex) remove(w *registration) {
 	if !w.indexed {
 		return
 	}
@@ -130,10 +149,10 @@ func (x *watchIndex) remove(w *watch) {
 	for _, keys := range w.deps {
 		l := x.byList[listID(keys)]
 		if l == nil {
-			continue // a list the watch names twice, gone with the first
+			continue // a list the registration names twice, gone with the first
 		}
-		l.watches.remove(w)
-		if l.watches.len() > 0 {
+		l.regs.remove(w)
+		if l.regs.len() > 0 {
 			continue
 		}
 		delete(x.byList, l.id)
@@ -143,21 +162,21 @@ func (x *watchIndex) remove(w *watch) {
 	}
 }
 
-// collect adds to out the watches that a change of key k concerns.
-func (x *watchIndex) collect(k model.ConfigKey, out map[*watch]struct{}) {
+// collect adds to out the registrations that a change of key k concerns.
+func (x *watchIndex) collect(k model.ConfigKey, out map[*registration]struct{}) {
 	ls := x.byKey[k]
 	if ls == nil {
 		return
 	}
 	ls.each(func(l *depList) {
-		l.watches.each(func(w *watch) { out[w] = struct{}{} })
+		l.regs.each(func(w *registration) { out[w] = struct{}{} })
 	})
 }
 
-// collectWildcard adds to out the wildcard watches whose resources
-// depend on a kind of key in changed. Every wildcard watch depends on
+// collectWildcard adds to out the wildcard registrations whose resources
+// depend on a kind of key in changed. Every wildcard one depends on
 // KindService: its set of names is a function of the services.
-func (x *watchIndex) collectWildcard(changed kindSet, out map[*watch]struct{}) {
+func (x *watchIndex) collectWildcard(changed kindSet, out map[*registration]struct{}) {
 	for w := range x.wildcard {
 		if w.kinds.intersects(changed) {
 			out[w] = struct{}{}
@@ -165,15 +184,18 @@ func (x *watchIndex) collectWildcard(changed kindSet, out map[*watch]struct{}) {
 	}
 }
 
-// all adds every indexed watch to out.
-func (x *watchIndex) all(out map[*watch]struct{}) {
+// all adds every registration to out.
+func (x *watchIndex) all(out map[*registration]struct{}) {
 	for _, l := range x.byList {
-		l.watches.each(func(w *watch) { out[w] = struct{}{} })
+		l.regs.each(func(w *registration) { out[w] = struct{}{} })
 	}
 	for w := range x.wildcard {
 		out[w] = struct{}{}
 	}
 }
+
+// empty says whether nothing is indexed.
+func (x *watchIndex) empty() bool { return len(x.byList) == 0 && len(x.wildcard) == 0 }
 
 // depCollector gathers the model keys of the resources a watch covers:
 // each resource's list as its entry holds it, and the kinds of their

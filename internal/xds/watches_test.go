@@ -8,7 +8,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/model"
 )
 
-// TestWatchIndex: watches filed under shared dependency lists are found
+// TestWatchIndex: registrations filed under shared dependency lists are found
 // by every key of their lists, and once removed leave nothing in the
 // index, whatever lists they shared or named twice.
 func TestWatchIndex(t *testing.T) {
@@ -16,7 +16,7 @@ func TestWatchIndex(t *testing.T) {
 	la := []model.ConfigKey{a, c}
 	lb := []model.ConfigKey{b, c}
 	lb2 := []model.ConfigKey{b} // the same key in another list
-	ws := map[string]*watch{
+	ws := map[string]*registration{
 		"a":     {deps: [][]model.ConfigKey{la}},
 		"ab":    {deps: [][]model.ConfigKey{la, lb}},
 		"b2":    {deps: [][]model.ConfigKey{lb2}},
@@ -41,7 +41,7 @@ func TestWatchIndex(t *testing.T) {
 			for _, n := range tc.indexed {
 				x.add(ws[n])
 			}
-			found := map[*watch]struct{}{}
+			found := map[*registration]struct{}{}
 			x.collect(tc.key, found)
 			var got []string
 			for n, w := range ws {
@@ -53,7 +53,7 @@ func TestWatchIndex(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("found %v, want %v", got, tc.want)
 			}
-			all := map[*watch]struct{}{}
+			all := map[*registration]struct{}{}
 			x.all(all)
 			if len(all) != len(tc.indexed) {
 				t.Fatalf("all: %d watches, want %d", len(all), len(tc.indexed))
