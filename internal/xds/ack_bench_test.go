@@ -7,7 +7,6 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/internal/model"
-	"github.com/meshpilot/meshpilot/internal/push"
 	"github.com/meshpilot/meshpilot/internal/xds/resource"
 )
 
@@ -63,14 +62,7 @@ func BenchmarkLargeSubscription(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
-			changed := append([]*model.Endpoint(nil), eps...)
-			ep := *changed[0]
-			ep.Port = uint32(9000 + i%2)
-			changed[0] = &ep
-			st.Update(svc, changed)
-			var req push.Request
-			req.Add(model.Event{Kind: model.EndpointsChanged, Hostname: hot}, timeNow())
-			s.Push(req)
+			s.Push(moveFirstEndpoint(st, svc, eps, i))
 			r := <-c.sent
 			if len(r.GetResources()) != 1 {
 				b.Fatalf("the push sent %d resources, want the one changed", len(r.GetResources()))

@@ -65,13 +65,7 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 	b.ResetTimer()
 	var pushTime time.Duration
 	for i := range b.N {
-		changed := append([]*model.Endpoint(nil), eps...)
-		ep := *changed[0]
-		ep.Port = uint32(9000 + i%2)
-		changed[0] = &ep
-		st.Update(svc, changed)
-		var req push.Request
-		req.Add(model.Event{Kind: model.EndpointsChanged, Hostname: hot}, timeNow())
+		req := moveFirstEndpoint(st, svc, eps, i)
 		start := time.Now()
 		s.Push(req)
 		pushTime += time.Since(start)
@@ -84,6 +78,19 @@ func BenchmarkPushEndpointChange(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(pushTime.Nanoseconds())/float64(b.N), "push-ns/op")
+}
+
+// moveFirstEndpoint changes the port of svc's first endpoint, one of two
+// by the round i, and returns the push request of that change.
+func moveFirstEndpoint(st *model.Store, svc *model.Service, eps []*model.Endpoint, i int) push.Request {
+	changed := append([]*model.Endpoint(nil), eps...)
+	ep := *changed[0]
+	ep.Port = uint32(9000 + i%2)
+	changed[0] = &ep
+	st.Update(svc, changed)
+	var req push.Request
+	req.Add(model.Event{Kind: model.EndpointsChanged, Hostname: svc.Hostname}, timeNow())
+	return req
 }
 
 // BenchmarkGenerate: one generation and marshalling of each type, as a
