@@ -41,9 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/meshpilot/meshpilot/internal/grpctest"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -533,21 +531,11 @@ func TestChartDeploys(t *testing.T) {
 // applyObjects applies objects with server-side apply, as Helm 4 does.
 func applyObjects(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %v", objectKey(u), err)
-		}
-		if _, err := dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Apply(ctx(t), u.GetName(), u, metav1.ApplyOptions{FieldManager: "chart-test", Force: true}); err != nil {
+	eachObject(t, objs, func(r dynamic.ResourceInterface, u *unstructured.Unstructured) {
+		if _, err := r.Apply(ctx(t), u.GetName(), u, metav1.ApplyOptions{FieldManager: "chart-test", Force: true}); err != nil {
 			t.Errorf("applying %s: %v", objectKey(u), err)
 		}
-	}
+	})
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -755,21 +743,11 @@ func runChartReadme(t *testing.T, cmds []testutil.ReadmeCommand) {
 	}
 
 	t.Logf("%s", runReadme(t, uninstall, root, time.Minute, vars...))
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Get(ctx(t), u.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	eachObject(t, objs, func(r dynamic.ResourceInterface, u *unstructured.Unstructured) {
+		if _, err := r.Get(ctx(t), u.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("after %s: %s is still there (%v)", uninstall.Line, objectKey(u), err)
 		}
-	}
+	})
 	if releases := helmReleaseSecrets(t); len(releases) != 0 {
 		t.Errorf("after %s the release's records remain: %v", uninstall.Line, releases)
 	}

@@ -112,6 +112,17 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 // awaitStored checks that the API server holds every object.
 func awaitStored(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
+	eachObject(t, objs, func(r dynamic.ResourceInterface, u *unstructured.Unstructured) {
+		if _, err := r.Get(ctx(t), u.GetName(), metav1.GetOptions{}); err != nil {
+			t.Errorf("after the README's command: %s: %v", objectKey(u), err)
+		}
+	})
+}
+
+// eachObject calls f with each object and the API server's resource for
+// it (in its namespace), found by discovery as kubectl finds it.
+func eachObject(t *testing.T, objs []*unstructured.Unstructured, f func(dynamic.ResourceInterface, *unstructured.Unstructured)) {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -121,11 +132,9 @@ func awaitStored(t *testing.T, objs []*unstructured.Unstructured) {
 		gvk := u.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatalf("%s %s: %v", gvk.Kind, u.GetName(), err)
+			t.Fatalf("%s: %v", objectKey(u), err)
 		}
-		if _, err := dyn.Resource(m.Resource).Namespace(u.GetNamespace()).Get(ctx(t), u.GetName(), metav1.GetOptions{}); err != nil {
-			t.Errorf("after the README's command: %s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err)
-		}
+		f(dyn.Resource(m.Resource).Namespace(u.GetNamespace()), u)
 	}
 }
 
