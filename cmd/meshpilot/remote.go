@@ -24,7 +24,7 @@ func kubeOptions(f serveFlags, mesh *meshconfig.Watcher, log *slog.Logger) kube.
 		LocalClusterID:     f.clusterID,
 		Namespaces:         f.namespaces,
 		DiscoverySelectors: f.discoverySelectors,
-		MeshSynced:         mesh.HasSynced,
+		MeshSynced:         mesh.Synced(),
 		Workers:            f.workers,
 		Logger:             log,
 	}

@@ -54,13 +54,13 @@ func (w *Watcher) followConfigMap(ctx context.Context, client *kubeapi.Client, n
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	if !cache.WaitFor(ctx, "", reg.HasSyncedChecker()) {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("watching the mesh config: ConfigMap %s/%s never synced", namespace, ConfigMapName)
 	}
-	w.synced.Store(true)
+	w.markSynced()
 	<-ctx.Done()
 	return nil
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/testenv"
@@ -27,6 +29,9 @@ func TestConfigMap(t *testing.T) {
 	cms := env.Client.CoreV1().ConfigMaps(ns)
 	lines := testutil.NewLines()
 	w := meshconfig.FromConfigMap(env.API, ns, newLogger(lines))
+	if w.HasSynced() || cache.IsDone(w.Synced()) {
+		t.Fatal("synced before it runs")
+	}
 	events := followed(t, w)
 	awaitSynced(t, w)
 	if w.Mesh().DefaultHTTPRetry != nil {
@@ -74,7 +79,16 @@ func TestConfigMap(t *testing.T) {
 	}
 }
 
+// awaitSynced waits as the kube registry waits for the mesh config:
+// on Synced, which must then agree with HasSynced.
 func awaitSynced(t *testing.T, w *meshconfig.Watcher) {
 	t.Helper()
-	poll(t, "the ConfigMap informer to sync", w.HasSynced)
+	select {
+	case <-w.Synced().Done():
+	case <-time.After(testutil.Wait):
+		t.Fatalf("%s never synced", w.Synced().Name())
+	}
+	if !w.HasSynced() {
+		t.Fatal("Synced is done and HasSynced false")
+	}
 }

@@ -28,7 +28,7 @@ func FromFile(path string, log *slog.Logger) (*Watcher, error) {
 	if err := w.apply(data); err != nil {
 		return nil, fmt.Errorf("mesh config %s: %w", path, err)
 	}
-	w.synced.Store(true)
+	w.markSynced()
 	w.run = func(ctx context.Context) error { return w.followFile(ctx, path) }
 	return w, nil
 }

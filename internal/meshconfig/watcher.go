@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/internal/model"
 )
@@ -29,6 +30,9 @@ type Watcher struct {
 	source string                          // "file <path>", "configmap <ns>/<name>" or "default"
 	run    func(ctx context.Context) error // follows the source; nil: nothing to follow
 	synced atomic.Bool
+	// syncedCh is closed once synced is set, for those that wait.
+	syncedCh   chan struct{}
+	syncedOnce sync.Once
 
 	mu sync.Mutex // guards the fields below
 	// state is what Status shows; state.settings is what Mesh returns.
@@ -68,7 +72,7 @@ type Status struct {
 // Default returns a Watcher that follows nothing: Istio's default mesh.
 func Default() *Watcher {
 	w := newWatcher(nil, "default")
-	w.synced.Store(true)
+	w.markSynced()
 	return w
 }
 
@@ -76,7 +80,7 @@ func newWatcher(log *slog.Logger, source string) *Watcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Watcher{log: log, source: source, state: state{settings: model.DefaultMeshSettings()}}
+	return &Watcher{log: log, source: source, state: state{settings: model.DefaultMeshSettings()}, syncedCh: make(chan struct{})}
 }
 
 // Mesh returns the settings in force; never nil. It is a
@@ -144,6 +148,21 @@ func (s state) selectors() []labels.Selector {
 
 // HasSynced reports whether the source has been read once.
 func (w *Watcher) HasSynced() bool { return w.synced.Load() }
+
+// Synced is HasSynced for those that wait (cache.WaitFor): waiting on it
+// wakes as the source is read, where polling HasSynced would wake up to
+// a poll period later.
+func (w *Watcher) Synced() cache.DoneChecker { return syncedChecker{w} }
+
+type syncedChecker struct{ w *Watcher }
+
+func (c syncedChecker) Name() string          { return "mesh config " + c.w.source }
+func (c syncedChecker) Done() <-chan struct{} { return c.w.syncedCh }
+
+func (w *Watcher) markSynced() {
+	w.synced.Store(true)
+	w.syncedOnce.Do(func() { close(w.syncedCh) })
+}
 
 // Run follows the source until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
+
 	"github.com/meshpilot/meshpilot/internal/meshconfig"
 	"github.com/meshpilot/meshpilot/internal/model"
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -119,8 +121,11 @@ func TestFileReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.HasSynced() || w.Mesh().DefaultHTTPRetry.Attempts != 1 {
-		t.Fatalf("after FromFile: synced %v, settings %+v", w.HasSynced(), w.Mesh())
+	if !w.HasSynced() || !cache.IsDone(w.Synced()) || w.Mesh().DefaultHTTPRetry.Attempts != 1 {
+		t.Fatalf("after FromFile: synced %v (done %v), settings %+v", w.HasSynced(), cache.IsDone(w.Synced()), w.Mesh())
+	}
+	if d := meshconfig.Default(); !d.HasSynced() || !cache.IsDone(d.Synced()) {
+		t.Fatal("the default mesh config is not synced")
 	}
 	events := followed(t, w)
 

@@ -296,11 +296,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 	}
 	informers.Start(ctx.Done())
-	syncs := make([]cache.InformerSynced, len(registrations))
+	syncs := make([]cache.DoneChecker, len(registrations))
 	for i, r := range registrations {
-		syncs[i] = r.HasSynced
+		syncs[i] = r.HasSyncedChecker()
 	}
-	ok := cache.WaitForCacheSync(ctx.Done(), syncs...)
+	ok := cache.WaitFor(ctx, "", syncs...)
 	if ok {
 		synced.Store(true)
 		o.Log.Info("watching", "resources", watching, "labelSelector", o.LabelSelector, "fieldSelector", o.FieldSelector)

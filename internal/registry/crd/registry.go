@@ -180,11 +180,11 @@ func (r *Registry) Run(ctx context.Context) error {
 	defer r.running.Shutdown()
 
 	start := time.Now()
-	synced := make([]cache.InformerSynced, len(r.crdRegs))
+	synced := make([]cache.DoneChecker, len(r.crdRegs))
 	for i, reg := range r.crdRegs {
-		synced[i] = reg.HasSynced
+		synced[i] = reg.HasSyncedChecker()
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitFor(ctx, "", synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -52,10 +52,10 @@ type Options struct {
 	// e.g. "env=prod,team in (a,b)"). The choice follows label changes.
 	// SetMeshDiscoverySelectors adds MeshConfig's to them at run time.
 	DiscoverySelectors []string
-	// MeshSynced, when set, holds the first model back until it returns
-	// true: the mesh config's discovery selectors are then in force from
+	// MeshSynced, when set, holds the first model back until it is
+	// done: the mesh config's discovery selectors are then in force from
 	// the first model on, rather than removing services right after it.
-	MeshSynced func() bool
+	MeshSynced cache.DoneChecker
 	// Workers is the number of goroutines rebuilding services; default 2.
 	Workers int
 	// Logger; default slog.Default().
@@ -254,14 +254,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.informers.Shutdown()
 
 	start := time.Now()
-	synced := make([]cache.InformerSynced, 0, len(c.registrations))
+	// Waited for, not polled: a poll (client-go's WaitForCacheSync, every
+	// 100 ms) adds up to a period to the time to ready, after lists that
+	// take tens of milliseconds in a small cluster.
+	synced := make([]cache.DoneChecker, 0, len(c.registrations)+1)
 	for _, r := range c.registrations {
-		synced = append(synced, r.HasSynced)
+		synced = append(synced, r.HasSyncedChecker())
 	}
 	if c.opts.MeshSynced != nil {
 		synced = append(synced, c.opts.MeshSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	if !cache.WaitFor(ctx, "", synced...) {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -98,7 +98,7 @@ func meshConfigMap(t *testing.T, sys string) (*meshconfig.Watcher, func(mesh str
 // wired as serve wires them, and runs w.
 func startWithMesh(t *testing.T, w *meshconfig.Watcher, opts Options) (*Controller, *recorder) {
 	t.Helper()
-	opts.MeshSynced = w.HasSynced
+	opts.MeshSynced = w.Synced()
 	rec := newRecorder(env.Client, "")
 	if len(opts.Namespaces) > 0 {
 		rec.syncNS = opts.Namespaces[0]
