@@ -56,6 +56,23 @@ func gatedServer(t *testing.T, w *world, name string) (*Server, *nameGatedGen) {
 	return newServer(Options{Discovery: model.NewStore(), Logger: discardLogger()}, all), g
 }
 
+// generatingA opens a stream on s and has it ask for "a", whose
+// generation g holds: it returns once that generation is under way;
+// done closes when the request returns.
+func generatingA(t *testing.T, s *Server, g *nameGatedGen, node string) (m *memStream, done <-chan struct{}) {
+	t.Helper()
+	m = openMemStream(t, s)
+	t.Cleanup(m.close)
+	t.Cleanup(g.release) // runs first: a held generation must not outlive the test
+	requested := make(chan struct{})
+	go func() {
+		defer close(requested)
+		m.request(t, clusterRequest(node, "a"))
+	}()
+	<-g.entered
+	return m, requested
+}
+
 func clusterRequest(node string, names ...string) *discovery.DiscoveryRequest {
 	return &discovery.DiscoveryRequest{TypeUrl: resource.ClusterType, Node: grpcNode(node, "ns"), ResourceNames: names}
 }
@@ -92,16 +109,9 @@ func TestWatchGeneratesOutsideTheServersLock(t *testing.T) {
 	w := newWorld()
 	w.gen[2]["a"], w.gen[2]["b"] = 1, 1
 	s, g := gatedServer(t, w, "a")
-	slow, fast := openMemStream(t, s), openMemStream(t, s)
-	defer slow.close()
+	slow, done := generatingA(t, s, g, "slow")
+	fast := openMemStream(t, s)
 	defer fast.close()
-	defer g.release() // before the streams close, when the test fails
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		slow.request(t, clusterRequest("slow", "a"))
-	}()
-	<-g.entered
 
 	answered := make(chan struct{})
 	go func() {
@@ -134,15 +144,7 @@ func TestPushDuringAWatchsGeneration(t *testing.T) {
 	w := newWorld()
 	w.gen[2]["a"] = 1
 	s, g := gatedServer(t, w, "a")
-	m := openMemStream(t, s)
-	defer m.close()
-	defer g.release()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.request(t, clusterRequest("c", "a"))
-	}()
-	<-g.entered // a@1 read
+	m, done := generatingA(t, s, g, "c") // a@1 read
 	w.mu.Lock()
 	w.gen[2]["a"] = 2
 	w.mu.Unlock()
@@ -163,16 +165,9 @@ func TestClientsArrivingTogetherShareAGeneration(t *testing.T) {
 	w := newWorld()
 	w.gen[2]["a"] = 1
 	s, g := gatedServer(t, w, "a")
-	first, second := openMemStream(t, s), openMemStream(t, s)
-	defer first.close()
+	first, done := generatingA(t, s, g, "first")
+	second := openMemStream(t, s)
 	defer second.close()
-	defer g.release()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		first.request(t, clusterRequest("first", "a"))
-	}()
-	<-g.entered
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
