@@ -18,8 +18,8 @@
 // every client that asks for the same thing, each marshalled once. The
 // server never parses a name to learn what a resource depends on: the
 // cache files each resource under the keys its generator returned, and
-// waiting watches are filed under the keys of what they cover
-// (watches.go), so a push drops and resends exactly what was built from
+// each stream type is filed under the keys of what its waiting watch
+// covers (watches.go; the filing outlives each watch), so a push drops and resends exactly what was built from
 // the changed keys. A cached resource stays as the last push left it
 // until a push changes one of its keys, even when the model moved on in
 // between (a removal held back by the debouncer, say), and only while a
